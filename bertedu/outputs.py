@@ -1,0 +1,27 @@
+"""The small dataclasses models return: attribute access, extras only when asked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass
+class BertModelOutput:
+    last_hidden_state: torch.Tensor  # (B, T, D)
+    pooler_output: torch.Tensor  # (B, D)
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None  # L + 1 of (B, T, D), embeddings first
+    attentions: Optional[tuple[torch.Tensor, ...]] = None  # L of (B, N, T, T)
+
+
+@dataclass
+class BertPreTrainingOutput:
+    mlm_logits: torch.Tensor  # (B, T, V)
+    nsp_logits: torch.Tensor  # (B, 2)
+    loss: Optional[torch.Tensor] = None  # mlm_loss + nsp_loss, when labels are given
+    mlm_loss: Optional[torch.Tensor] = None
+    nsp_loss: Optional[torch.Tensor] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    attentions: Optional[tuple[torch.Tensor, ...]] = None
