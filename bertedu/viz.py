@@ -110,3 +110,91 @@ def save_figure(fig, name: str, folder: Optional[Path] = None, dpi: int = 110) -
     path = folder / f"{name}.png"
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
     return path
+
+
+def mask_heatmap(mask: torch.Tensor, tokens: Sequence[str], ax=None, title: Optional[str] = None):
+    """A (T, T) boolean attention mask: row = query, column = key; blue = may attend, grey = hidden.
+
+    Broadcast a padding mask first (`mask.expand(T, T)`). Introduced in notebook 03.
+    """
+    from matplotlib.colors import ListedColormap
+
+    mask = mask.detach().bool().cpu()
+    T = len(tokens)
+    if tuple(mask.shape) != (T, T):
+        raise ValueError(f"expected a ({T}, {T}) mask, got {tuple(mask.shape)}")
+    ax = _axes(ax, figsize=(0.45 * T + 1.2, 0.45 * T + 1.2))
+    ax.imshow(mask.float().numpy(), cmap=ListedColormap(["#d9d9d9", "#2c7fb8"]), vmin=0, vmax=1)
+    ax.set_xticks(range(T), tokens, rotation=90)
+    ax.set_yticks(range(T), tokens)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def use_cjk_font(sample: str = "我是谁") -> Optional[str]:
+    """Let matplotlib draw Chinese characters, if an installed font can.
+
+    Finds a font that has every character of `sample`, appends it to matplotlib's
+    font.family as a fallback (Latin text keeps the current font) and returns its name;
+    returns None when no installed font has the characters (label with pinyin instead).
+    Introduced in notebook 03.
+    """
+    import matplotlib as mpl
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    wanted = {ord(c) for c in sample if not c.isspace()}
+    hints = ("CJK", "Hei", "Song", "Ming", "Kai", "WenQuanYi", "Han", "SC", "TC", "Gothic", "PingFang")
+    # Likely candidates first, so a machine with hundreds of fonts is still quick.
+    entries = sorted(font_manager.fontManager.ttflist, key=lambda e: not any(h in e.name for h in hints))
+    for entry in entries:
+        if entry.name.startswith("Last Resort"):  # a placeholder box for every code point
+            continue
+        try:
+            charmap = FT2Font(entry.fname).get_charmap()
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if wanted <= charmap.keys():
+            families = list(mpl.rcParams["font.family"])
+            if entry.name not in families:
+                mpl.rcParams["font.family"] = families + [entry.name]
+            return entry.name
+    return None
+
+
+def token_strip(
+    tokens: Sequence[str],
+    rows: dict,
+    ax=None,
+    title: Optional[str] = None,
+    cmap: str = "Pastel1",
+):
+    """An encoded sequence as a strip of cells: one column per token, one row per field.
+
+    rows: name -> one small int per token, e.g. {"token_type_ids": [...], "attention_mask": [...]};
+    each cell is coloured by its value and shows it. Introduced in notebook 01.
+    """
+    import numpy as np
+
+    T = len(tokens)
+    names = list(rows)
+    values = np.array([[int(v) for v in rows[name]] for name in names])  # (len(rows), T)
+    if values.shape[1:] != (T,):
+        raise ValueError(f"every row needs {T} values, one per token; got shape {values.shape}")
+    ax = _axes(ax, figsize=(0.5 * T + 1.5, 0.45 * len(names) + 0.9))
+    ax.imshow(values, cmap=cmap, vmin=0, vmax=max(8, int(values.max()) + 1), aspect="auto")
+    for i in range(len(names)):
+        for j in range(T):
+            ax.text(j, i, str(values[i, j]), ha="center", va="center", fontsize=9)
+    ax.set_xticks(range(T), tokens, rotation=90)
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xticks(np.arange(T + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(len(names) + 1) - 0.5, minor=True)
+    ax.grid(which="minor", color="white", linewidth=2)
+    ax.tick_params(which="minor", length=0)
+    if title:
+        ax.set_title(title)
+    return ax
