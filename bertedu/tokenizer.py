@@ -20,7 +20,7 @@ proves that they agree with each other and with Hugging Face `transformers`.
 
     >>> tok = load_vocab_tokenizer(minilm_vocab_path())          # impl="reference"
     >>> tok.tokenize("Unaffable café!")
-    ['una', '##ff', '##able', 'cafe', '!']
+    ['una', '##ffa', '##ble', 'cafe', '!']
     >>> enc = tok.encode("The cat sat.", "It purred.")           # [CLS] A [SEP] B [SEP]
 
 Known, deliberate choices where BERT implementations disagree (all tested):
@@ -100,10 +100,12 @@ def load_vocab(path: str | os.PathLike, required: Sequence[str] = SPECIAL_TOKENS
     return check_vocab(vocab, required, source=str(path))
 
 
-def check_vocab(vocab: Mapping[str, int], required: Sequence[str] = SPECIAL_TOKENS, source: str = "vocabulary") -> dict[str, int]:
+def check_vocab(
+    vocab: Mapping[str, int], required: Sequence[str] = SPECIAL_TOKENS, source: str = "vocabulary"
+) -> dict[str, int]:
     """Check that `vocab` is non-empty and holds the `required` special tokens."""
     if not vocab:
-        raise ValueError(f"{source} is empty: a vocabulary needs at least the special tokens {list(required)}.")
+        raise ValueError(f"{source} is empty: a vocabulary needs at least the tokens {list(required)}.")
     missing = [token for token in required if token not in vocab]
     if missing:
         raise ValueError(
@@ -221,9 +223,10 @@ def wordpiece(
 ) -> list[str]:
     """Stage 2: cut one word into the longest vocabulary pieces, left to right.
 
-    Introduced in notebook 01. `"unaffable"` -> `["una", "##ff", "##able"]`. Greedy
-    longest-match-first: at each position take the longest piece in the vocabulary; if no
-    piece fits, the whole word (not just the rest) becomes `[UNK]`.
+    Introduced in notebook 01. `"unaffable"` -> `["una", "##ffa", "##ble"]` with
+    bert-base-uncased's vocabulary. Greedy longest-match-first: at each position take the
+    longest piece in the vocabulary; if no piece fits, the whole word (not just the rest)
+    becomes `[UNK]`.
     """
     if len(word) > max_input_chars_per_word:
         return [unk_token]
@@ -591,7 +594,9 @@ class WordPieceTokenizer:
         import torch  # only batches need torch; tokenising alone does not
 
         longest = max((len(e) for e in encodings), default=0)
-        fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "special_tokens_mask": 1}
+        # Padding: [PAD] ids, segment 0, not attended to, and special (never masked for MLM).
+        fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0}
+        fill["special_tokens_mask"] = 1
         batch = {}
         for key in keys:
             rows = [getattr(e, key) + [fill[key]] * (longest - len(e)) for e in encodings]
@@ -730,6 +735,10 @@ def train_wordpiece(
     `out_path` (a file, or a folder to hold `vocab.txt`), writes vocab.txt in BERT's format
     and returns its Path; otherwise returns the token -> id dict. Either loads with
     `load_vocab_tokenizer` and either impl.
+
+    Two runs on the same corpus can differ slightly: the `tokenizers` trainer breaks ties
+    between equally frequent merges in hash-map order (tokenizers issue #1794). Keep the
+    written vocab.txt rather than retraining when results must be reproducible.
     """
     from tokenizers.trainers import WordPieceTrainer
 
