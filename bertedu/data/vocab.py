@@ -1,0 +1,131 @@
+"""Vocabularies for the corpora: WordPiece for English, one token per character for
+Chinese. Introduced in the pretraining-data notebook.
+
+- `build_vocab(corpus, vocab_size=8000)` trains a WordPiece vocabulary with the
+  `tokenizers` trainer (`bertedu.tokenizer.train_wordpiece`), as Google did for BERT
+  (30,522 pieces for English; a toy model does well with 8k).
+- `build_char_vocab(corpus)` is what Google's Chinese BERT does: BERT's basic tokeniser
+  already cuts Chinese into single characters, so the vocabulary is simply every
+  character seen often enough (plus ASCII, so mixed text still works).
+- The real 30,522-piece uncased vocabulary: `bertedu.pretrained.minilm_vocab_path()`.
+
+All three are plain `vocab.txt` files that `load_vocab_tokenizer` reads with either
+implementation. The corpus is a `--corpus` value ("wiki-en", "peoples-daily-zh", a path
+...) or any iterable of documents (lists of sentences).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import string
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from bertedu.tokenizer import (
+    CONTINUATION_PREFIX,
+    SPECIAL_TOKENS,
+    basic_tokenize,
+    is_cjk,
+    is_punctuation,
+    train_wordpiece,
+)
+
+from .corpora import Document, load_corpus
+
+
+def corpus_sentences(corpus: str | os.PathLike | Iterable[Document], max_documents: int | None = None) -> Iterator[str]:
+    """The sentences of a corpus (a `--corpus` value or an iterable of documents), streamed."""
+    documents = load_corpus(corpus) if isinstance(corpus, (str, os.PathLike)) else corpus
+    for document in itertools.islice(documents, max_documents):
+        if isinstance(document, str):
+            raise TypeError("A corpus yields documents (lists of sentences), not strings; wrap each text in a list.")
+        yield from document
+
+
+def build_vocab(
+    corpus: str | os.PathLike | Iterable[Document],
+    vocab_size: int = 8000,
+    out_path: str | os.PathLike | None = None,
+    lowercase: bool = True,
+    min_frequency: int = 2,
+    max_documents: int | None = None,
+) -> Path | dict[str, int]:
+    """Train a WordPiece vocabulary on a corpus (the first `max_documents` documents).
+
+    Writes `vocab.txt` to `out_path` (a file, or a folder) and returns its Path; without
+    `out_path`, returns the token -> id dict. The specials come first: [PAD]=0 [UNK]=1
+    [CLS]=2 [SEP]=3 [MASK]=4.
+    """
+    return train_wordpiece(
+        corpus_sentences(corpus, max_documents),
+        vocab_size=vocab_size,
+        out_path=out_path,
+        lowercase=lowercase,
+        min_frequency=min_frequency,
+    )
+
+
+def build_char_vocab(
+    corpus: str | os.PathLike | Iterable[Document],
+    out_path: str | os.PathLike | None = None,
+    min_count: int = 1,
+    lowercase: bool = True,
+    max_documents: int | None = None,
+) -> Path | dict[str, int]:
+    """A character-level vocabulary (Chinese BERT style) from a corpus.
+
+    Each character is normalised as the tokenizer will normalise it (lower-cased, accents
+    stripped) and gets the form(s) WordPiece will look up: a CJK character or a
+    punctuation mark is always a word of its own (`中`); other characters also appear
+    inside words (`１９９８` -> `１ ##９ ##９ ##８`), so they get both forms. Every
+    character seen at least `min_count` times is kept, plus printable ASCII, after the
+    five specials. Order: specials, ASCII, then the rest by falling frequency.
+    """
+    raw_counts: Counter[str] = Counter()
+    for sentence in corpus_sentences(corpus, max_documents):
+        raw_counts.update(sentence)  # counting characters in C is fast; normalise distinct ones below
+    counts: Counter[str] = Counter()
+    for raw_char, count in raw_counts.items():
+        # What BERT's basic tokeniser turns this character into (lower-cased, accents
+        # stripped: "É" -> "e"; nothing for whitespace and control characters).
+        for char in "".join(basic_tokenize(raw_char, lowercase_text=lowercase)):
+            counts[char] += count
+            if not (is_cjk(char) or is_punctuation(char)):
+                # Letters, digits and other symbols also occur inside words, where
+                # WordPiece looks them up as "##x" ("１９９８" -> "１ ##９ ##９ ##８").
+                counts[CONTINUATION_PREFIX + char] += count
+    if not counts:
+        raise ValueError("The corpus is empty (no non-blank text): nothing to build a vocabulary from.")
+
+    ascii_chars = string.ascii_lowercase if lowercase else string.ascii_letters
+    ascii_chars += string.digits + string.punctuation
+    tokens = list(SPECIAL_TOKENS)
+    for char in ascii_chars:
+        tokens.append(char)
+        if not is_punctuation(char):  # punctuation is always split off, never continues a word
+            tokens.append(CONTINUATION_PREFIX + char)
+    seen = set(tokens)
+    for token, count in counts.most_common():
+        if count >= min_count and token not in seen:
+            tokens.append(token)
+            seen.add(token)
+    vocab = {token: i for i, token in enumerate(tokens)}
+    if out_path is None:
+        return vocab
+    return write_vocab(tokens, out_path)
+
+
+def write_vocab(tokens: list[str], out_path: str | os.PathLike) -> Path:
+    """Write tokens one per line as BERT's vocab.txt (atomically) and return its Path."""
+    out_path = Path(out_path)
+    if out_path.is_dir():
+        out_path = out_path / "vocab.txt"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=".vocab-", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+        handle.write("".join(token + "\n" for token in tokens))
+    os.replace(tmp, out_path)  # a crash never leaves half a vocabulary
+    return out_path
