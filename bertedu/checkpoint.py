@@ -1,0 +1,239 @@
+"""Checkpoints that resume exactly: weights, optimiser, RNG and data position, written atomically.
+
+Used by `bertedu.train` (introduced in the pretraining notebook). One checkpoint is a
+directory `out_dir/checkpoint-<step>/` holding
+
+    model.safetensors    the weights (safetensors: no pickle, safe to load from anyone)
+    config.json          the model's config fields (BertConfig), to catch a mismatch early
+    training_state.pt    optimiser state, step, data position, tokens seen, RNG states
+                         (only tensors, numbers, strings, lists and dicts, so it loads with
+                         torch.load(weights_only=True): nothing in it can run code)
+
+Atomic: everything is written into a hidden temporary directory first and only then
+renamed to `checkpoint-<step>` (a rename is all-or-nothing on one file system), so a
+crash while saving leaves the previous checkpoint untouched and never a half-written one
+under a real name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from safetensors.torch import load_model, save_model
+from torch import nn
+
+WEIGHTS_NAME = "model.safetensors"
+CONFIG_NAME = "config.json"
+STATE_NAME = "training_state.pt"
+CHECKPOINT_FILES = (WEIGHTS_NAME, CONFIG_NAME, STATE_NAME)
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+_TMP_PREFIX = ".tmp-checkpoint-"
+
+# Config fields that change how the model runs but not what its weights mean.
+_CONFIG_FIELDS_NOT_COMPARED = ("attn_implementation",)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, incomplete or does not fit the model."""
+
+
+# ---- RNG states as plain tensors (so weights_only loading accepts them) -----------------
+def rng_state() -> dict[str, Any]:
+    """The state of every random number generator training draws from."""
+    py_version, py_state, py_gauss = random.getstate()
+    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    state = {
+        "python": {"version": py_version, "state": torch.tensor(py_state, dtype=torch.int64), "gauss": py_gauss},
+        "numpy": {"kind": np_kind, "keys": torch.from_numpy(np_keys.astype(np.int64)), "pos": int(np_pos),
+                  "has_gauss": int(np_has_gauss), "gauss": float(np_gauss)},
+        "torch": torch.get_rng_state(),
+        # this process's GPU only (under DDP each process owns one); none if CUDA was never used
+        "cuda": [torch.cuda.get_rng_state()] if torch.cuda.is_initialized() else [],
+    }
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what `rng_state()` captured."""
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss"]))
+    npy = state["numpy"]
+    keys = npy["keys"].numpy().astype(np.uint32)
+    np.random.set_state((npy["kind"], keys, npy["pos"], npy["has_gauss"], npy["gauss"]))
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"][0])
+
+
+# ---- finding checkpoints ------------------------------------------------------------------
+def list_checkpoints(out_dir: str | os.PathLike) -> list[Path]:
+    """Complete checkpoint directories in `out_dir`, oldest step first."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return []
+    found = []
+    for p in out_dir.iterdir():
+        m = _CHECKPOINT_RE.match(p.name)
+        if m and p.is_dir():
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(out_dir: str | os.PathLike) -> Optional[Path]:
+    """The checkpoint with the highest step in `out_dir`, or None."""
+    found = list_checkpoints(out_dir)
+    return found[-1] if found else None
+
+
+def model_config_dict(model: nn.Module) -> dict[str, Any]:
+    """The model's config as a dict (empty when the model has no dataclass `.config`)."""
+    config = getattr(model, "config", None)
+    return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else {}
+
+
+# ---- saving -------------------------------------------------------------------------------
+def save_checkpoint(
+    out_dir: str | os.PathLike,
+    step: int,
+    model: nn.Module,
+    training_state: dict[str, Any],
+    *,
+    keep_last: int = 1,
+    extra_json: Optional[dict[str, dict]] = None,
+) -> Path:
+    """Write `out_dir/checkpoint-<step>/` atomically; keep only the newest `keep_last`.
+
+    model: the bare module (not wrapped in DDP / torch.compile).
+    training_state: optimiser state dict, data position, RNG states... (weights_only-safe).
+    extra_json: more small JSON files to put beside them, {file name: dict}.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(out_dir)
+    final = out_dir / f"checkpoint-{step}"
+    tmp = out_dir / f"{_TMP_PREFIX}{step}-{os.getpid()}"
+    tmp.mkdir()
+    try:
+        # safetensors refuses two names for one tensor; save_model drops the tied alias
+        # (mlm.decoder.weight is the word-embedding matrix) and load_model re-ties it.
+        save_model(model, str(tmp / WEIGHTS_NAME), metadata={"format": "pt", "step": str(step)})
+        _write_json(tmp / CONFIG_NAME, model_config_dict(model))
+        for name, content in (extra_json or {}).items():
+            _write_json(tmp / name, content)
+        torch.save(training_state, tmp / STATE_NAME)
+        _fsync_dir(tmp)
+        if final.exists():  # saving the same step again: move the old one aside first
+            old = out_dir / f"{_TMP_PREFIX}old-{step}-{os.getpid()}"
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, final)  # the atomic moment: before it, no checkpoint-<step> exists
+        _fsync_dir(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    # Only once the new checkpoint is complete are older ones removed.
+    for old in list_checkpoints(out_dir)[:-keep_last] if keep_last > 0 else []:
+        if old != final:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _write_json(path: Path, content: dict) -> None:
+    path.write_text(json.dumps(content, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _fsync_dir(path: Path) -> None:
+    """Flush a directory's entries to disk (best effort: not every OS allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_temporaries(out_dir: Path) -> None:
+    """Temporary directories left by a crash while saving: never a valid checkpoint."""
+    for p in out_dir.glob(f"{_TMP_PREFIX}*"):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+# ---- loading ------------------------------------------------------------------------------
+def load_checkpoint(
+    path: str | os.PathLike,
+    model: nn.Module,
+    optimizer: Optional[torch.optim.Optimizer] = None,
+) -> dict[str, Any]:
+    """Load weights (and optimiser state) from a checkpoint directory; return its training state.
+
+    path: a `checkpoint-<step>` directory, or an output directory (its latest checkpoint).
+    model: the bare module, built with the same config as the checkpoint's.
+    Raises CheckpointError when the checkpoint is missing, incomplete or does not match.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"no checkpoint at {path}: check the path (train(..., resume=True) looks in out_dir).")
+    if not (path / STATE_NAME).exists() and not _CHECKPOINT_RE.match(path.name):
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise CheckpointError(f"{path} holds no checkpoint-<step> directory to load.")
+        path = latest
+    missing = [name for name in CHECKPOINT_FILES if not (path / name).is_file()]
+    if missing:
+        raise CheckpointError(
+            f"checkpoint {path} is incomplete (missing {', '.join(missing)}): it was not written by "
+            "bertedu.checkpoint.save_checkpoint or was damaged; load an earlier checkpoint."
+        )
+    _check_config(path, model)
+    try:
+        load_model(model, str(path / WEIGHTS_NAME), strict=True, device=str(_device_of(model)))
+    except RuntimeError as err:
+        raise CheckpointError(f"the weights in {path / WEIGHTS_NAME} do not fit this model: {err}") from err
+    state = torch.load(path / STATE_NAME, map_location="cpu", weights_only=True)
+    if optimizer is not None:
+        try:
+            optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError) as err:
+            raise CheckpointError(
+                f"the optimiser state in {path} does not fit this optimiser ({err}); "
+                "were the parameter groups built the same way?"
+            ) from err
+    state["path"] = str(path)
+    return state
+
+
+def _check_config(path: Path, model: nn.Module) -> None:
+    saved = json.loads((path / CONFIG_NAME).read_text())
+    current = json.loads(json.dumps(model_config_dict(model), default=str))  # as it would be saved
+    if not saved or not current:
+        return  # a model without a dataclass config: the weights check below still runs
+    differ = [
+        f"{k}: checkpoint {saved.get(k)!r} vs model {current.get(k)!r}"
+        for k in sorted(set(saved) | set(current))
+        if k not in _CONFIG_FIELDS_NOT_COMPARED and saved.get(k) != current.get(k)
+    ]
+    if differ:
+        raise CheckpointError(
+            f"checkpoint {path} was made with a different model config ({'; '.join(differ)}); "
+            "build the model with the checkpoint's config.json."
+        )
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    p = next(model.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")

@@ -1,0 +1,233 @@
+"""Pretraining end to end: corpus -> vocabulary -> NSP/MLM examples -> BertForPreTraining.
+
+`bertedu pretrain` (bertedu/cli.py) is a thin shell around `pretrain()`; the pretraining
+notebook calls it directly. Everything a run makes lands in one output folder:
+
+    out/vocab.txt             the WordPiece vocabulary the model reads (trained, or copied)
+    out/run.json              the settings of the run
+    out/checkpoint-<step>/    weights (safetensors), config, optimiser/RNG/data position
+    out/metrics.jsonl         training and held-out metrics, one JSON record a line
+    out/metrics.png           loss and accuracy curves
+
+The paper's two phases are two commands: 90% of the steps at sequence length 128, then
+10% at 512 starting from the first phase's weights (`init_from`), which `--max-seq-length
+512` needs anyway to learn the positions beyond 128 (Devlin et al. 2019, appendix A.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from .checkpoint import WEIGHTS_NAME, latest_checkpoint
+from .config import BertConfig
+from .heads import BertForPreTraining
+from .tokenizer import load_vocab_tokenizer
+from .train import TrainConfig, TrainResult, plot_metrics, train
+
+VOCAB_NAME = "vocab.txt"
+RUN_NAME = "run.json"
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """The settings of one pretraining run; each field is a `bertedu pretrain` flag."""
+
+    preset: str = "mini"
+    corpus: str = "wiki-en"
+    out: str = "runs/pretrain"
+    max_seq_length: int = 128
+    # budget: the first one reached stops the run (at least one is needed)
+    steps: Optional[int] = None
+    max_tokens: Optional[int] = None
+    time_budget: Optional[float] = None  # seconds
+    batch_size: int = 32
+    grad_accum_steps: int = 1
+    lr: float = 5e-4  # small models take a larger rate than BERT-BASE's 1e-4
+    warmup_ratio: float = 0.06
+    weight_decay: float = 0.01
+    # vocabulary: None trains one on the corpus (WordPiece for English, characters for
+    # Chinese); "minilm" is bert-base-uncased's 30,522 pieces; or a path to a vocab.txt
+    vocab: Optional[str] = None
+    vocab_size: int = 8000
+    # examples and masking
+    masking: str = "dynamic"  # or "static" (fixed at build time, dupe_factor copies)
+    dupe_factor: int = 1
+    whole_word: bool = False
+    short_seq_prob: float = 0.1
+    max_documents: Optional[int] = None
+    eval_documents: float = 0.05  # fraction of documents held out for MLM/NSP accuracy
+    max_eval_examples: int = 512
+    # model and hardware
+    init_from: Optional[str] = None  # a previous run's folder: phase 2 starts from its weights
+    attn_implementation: str = "sdpa"
+    precision: str = "auto"  # "auto": bf16 on CUDA, fp32 on CPU
+    compile: bool = False
+    num_workers: int = 0
+    seed: int = 0
+    log_every: int = 10
+    eval_every: int = 0
+    save_every: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not any(v is not None for v in (self.steps, self.max_tokens, self.time_budget)):
+            raise ValueError("give a budget: steps, max_tokens or time_budget")
+        if self.masking not in ("static", "dynamic"):
+            raise ValueError(f"masking must be 'static' or 'dynamic', got {self.masking!r}")
+        if not 0 < self.eval_documents < 0.5:
+            raise ValueError(f"eval_documents is a fraction of the documents in (0, 0.5), got {self.eval_documents}")
+        BertConfig.preset(self.preset)  # unknown presets fail here, before any work
+
+
+def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
+    """out/vocab.txt: kept if it exists (a resumed run), else copied or trained."""
+    from .data.vocab import build_char_vocab, build_vocab
+    from .pretrained import minilm_vocab_path
+
+    path = out / VOCAB_NAME
+    if path.exists():
+        return path
+    if cfg.init_from:  # phase 2 reads text exactly as phase 1 did
+        shutil.copyfile(Path(cfg.init_from) / VOCAB_NAME, path)
+    elif cfg.vocab == "minilm":
+        shutil.copyfile(minilm_vocab_path(), path)
+    elif cfg.vocab:
+        shutil.copyfile(cfg.vocab, path)
+    elif corpus.lang == "zh":
+        build_char_vocab(corpus, path, min_count=2, max_documents=cfg.max_documents)
+    else:
+        build_vocab(corpus, cfg.vocab_size, path, max_documents=cfg.max_documents)
+    return path
+
+
+def corpus_documents(cfg: PretrainConfig, corpus) -> list:
+    """The documents to pretrain on. For Chinese whole-word masking, the corpus's own words."""
+    import itertools
+
+    if cfg.whole_word and cfg.corpus == "peoples-daily-zh":
+        from .data.corpora import peoples_daily_words
+
+        docs = ([[w for w, _ in sentence] for sentence in doc] for doc in peoples_daily_words())
+    else:
+        docs = iter(corpus)
+    return list(itertools.islice(docs, cfg.max_documents))
+
+
+def split_documents(documents: list, fraction: float, seed: int) -> tuple[list, list]:
+    """Hold out whole documents (not sentences), so NSP's negatives can't leak across."""
+    order = list(range(len(documents)))
+    random.Random(seed).shuffle(order)
+    n_eval = max(2, round(fraction * len(documents)))  # NSP negatives need two documents
+    if len(documents) - n_eval < 2:
+        raise ValueError(f"the corpus has {len(documents)} documents: too few to hold some out for evaluation")
+    held = set(order[:n_eval])
+    train_docs = [d for i, d in enumerate(documents) if i not in held]
+    eval_docs = [d for i, d in enumerate(documents) if i in held]
+    return train_docs, eval_docs
+
+
+def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
+    """Run one pretraining job as `cfg` says (see the module docstring for the folder)."""
+    from .data import build_pretraining_dataset, collate_pretraining
+    from .data.corpora import load_corpus
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not resume and latest_checkpoint(out) is not None:
+        raise FileExistsError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
+    corpus = load_corpus(cfg.corpus)
+    tokenizer = load_vocab_tokenizer(prepare_vocab(cfg, corpus, out), impl="fast")
+    (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
+
+    train_docs, eval_docs = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, cfg.seed)
+    common = dict(max_seq_length=cfg.max_seq_length, short_seq_prob=cfg.short_seq_prob,
+                  whole_word=cfg.whole_word, seed=cfg.seed)
+    dataset = build_pretraining_dataset(train_docs, tokenizer, masking=cfg.masking,
+                                        dupe_factor=cfg.dupe_factor, **common)
+    # Held-out examples get one fixed mask each, so every evaluation sees the same task.
+    eval_dataset = build_pretraining_dataset(eval_docs, tokenizer, masking="static", **common)
+    eval_dataset.examples = eval_dataset.examples[: cfg.max_eval_examples]
+
+    model = BertForPreTraining(_model_config(cfg, len(tokenizer)))
+    if cfg.init_from and not resume:
+        _load_weights(model, Path(cfg.init_from))
+
+    pad = tokenizer.pad_token_id
+
+    def collate(examples, generator):  # masks come from the data set, fixed by (seed, epoch, index)
+        return collate_pretraining(examples, pad_token_id=pad)
+
+    cuda = torch.cuda.is_available()
+    precision = ("bf16" if cuda else "fp32") if cfg.precision == "auto" else cfg.precision
+    train_cfg = TrainConfig(
+        lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_ratio=cfg.warmup_ratio,
+        max_steps=cfg.steps, max_tokens=cfg.max_tokens, time_budget_s=cfg.time_budget,
+        batch_size=cfg.batch_size, grad_accum_steps=cfg.grad_accum_steps, num_workers=cfg.num_workers,
+        seed=cfg.seed, precision=precision, compile=cfg.compile, out_dir=str(out),
+        log_every=cfg.log_every, eval_every=cfg.eval_every, save_every=cfg.save_every,
+        progress=cfg.progress,
+    )
+    result = train(model, dataset, collate, train_cfg, eval_dataset=eval_dataset, resume=resume)
+    if result.records:
+        plot_metrics(result.records, out / "metrics.png")
+    return result
+
+
+def _model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
+    if cfg.max_seq_length > 512:
+        raise ValueError(f"max_seq_length {cfg.max_seq_length} is above BERT's 512 positions")
+    return BertConfig.preset(cfg.preset, vocab_size=vocab_size, attn_implementation=cfg.attn_implementation)
+
+
+def _load_weights(model: torch.nn.Module, run_dir: Path) -> None:
+    from safetensors.torch import load_model
+
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        raise FileNotFoundError(f"--init-from {run_dir}: no checkpoint-<step> folder in it")
+    load_model(model, str(checkpoint / WEIGHTS_NAME), strict=True)
+
+
+def load_pretrained(run_dir: str | Path, impl: str = "fast"):
+    """(BertForPreTraining in eval mode, tokenizer) from a pretraining run's folder."""
+    run_dir = Path(run_dir)
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        raise FileNotFoundError(f"{run_dir} has no checkpoint-<step> folder: is it a `bertedu pretrain --out` folder?")
+    fields = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
+    model = BertForPreTraining(BertConfig(**fields))
+    from safetensors.torch import load_model
+
+    load_model(model, str(checkpoint / WEIGHTS_NAME), strict=True)
+    tokenizer = load_vocab_tokenizer(run_dir / VOCAB_NAME, impl=impl)
+    return model.eval(), tokenizer
+
+
+@torch.no_grad()
+def fill_mask(model: BertForPreTraining, tokenizer, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
+    """Top-k predictions (token, probability) for each [MASK] in `text`."""
+    enc = tokenizer.encode(text)
+    ids = torch.tensor([enc.input_ids])
+    positions = (ids[0] == tokenizer.mask_token_id).nonzero().flatten()
+    if len(positions) == 0:
+        raise ValueError(f"no [MASK] in {text!r}: write [MASK] where the model should fill in a word")
+    was_training = model.training
+    model.eval()
+    logits = model(ids, torch.tensor([enc.token_type_ids])).mlm_logits[0, positions]  # (M, V)
+    model.train(was_training)
+    probs = logits.softmax(-1)
+    special = torch.tensor(sorted(tokenizer.special_ids))
+    probs[:, special] = 0.0  # a special token is never a word to fill in
+    top = probs.topk(top_k, dim=-1)
+    return [
+        [(tokenizer.convert_ids_to_tokens([i])[0], p) for i, p in zip(row_ids.tolist(), row_p.tolist())]
+        for row_ids, row_p in zip(top.indices, top.values)
+    ]

@@ -1,0 +1,748 @@
+"""One training loop for pretraining and fine-tuning.
+
+Introduced in the pretraining notebook; the fine-tuning notebooks reuse it unchanged.
+`train(model, dataset, collate, TrainConfig(...))` takes
+
+    model     any nn.Module whose forward(**batch) returns an object with `.loss`
+              (BertForPreTraining adds .mlm_loss, .nsp_loss, .mlm_logits, .nsp_logits)
+    dataset   a map-style torch Dataset of examples (anything `collate` understands)
+    collate   collate(examples: list, generator: torch.Generator) -> dict[str, Tensor];
+              any randomness (dynamic masking) must come from `generator`, which the loop
+              seeds from (seed, step, micro-batch slot): that is what makes resuming exact.
+
+and runs the recipe of Devlin et al. 2019 (appendix A.2):
+
+    AdamW, no weight decay on biases and LayerNorm     param_groups()
+    linear warm-up, then linear decay to 0             linear_schedule()
+    gradient accumulation, gradient clipping           inside train()
+    bf16 autocast on CUDA, optional torch.compile      TrainConfig.precision / .compile
+    DistributedDataParallel under torchrun             setup_distributed()
+    checkpoints that resume bit for bit                bertedu.checkpoint
+
+Vocabulary of batches: a *micro-batch* is what one process runs forward at once
+(`batch_size` examples); a *step* is one optimiser update, made from `grad_accum_steps`
+micro-batches on each of `world_size` processes: the *global batch* of
+batch_size * world_size * grad_accum_steps examples.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from .checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .utils import seed_everything
+
+log = logging.getLogger(__name__)
+IGNORE_INDEX = -100
+METRICS_NAME = "metrics.jsonl"
+Collate = Callable[[list, torch.Generator], dict]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a run needs besides the model and the data. Variants: `dataclasses.replace`.
+
+    The run stops at the first budget reached: max_steps, epochs, max_tokens (real tokens,
+    padding not counted) or time_budget_s (wall clock, so not reproducible). With max_tokens
+    or time_budget_s the learning-rate schedule follows the fraction of the budget used,
+    so warm-up must then be given as warmup_ratio.
+    """
+
+    # AdamW (BERT: lr 1e-4, betas (0.9, 0.999), eps 1e-6, weight decay 0.01)
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-6
+    max_grad_norm: Optional[float] = 1.0  # None: no clipping (the norm is still logged)
+    warmup_steps: int = 0
+    warmup_ratio: Optional[float] = None  # a fraction of the budget instead of warmup_steps
+    # budget
+    max_steps: Optional[int] = None
+    epochs: Optional[float] = None
+    max_tokens: Optional[int] = None
+    time_budget_s: Optional[float] = None
+    # batches
+    batch_size: int = 32  # per process, per micro-batch
+    grad_accum_steps: int = 1
+    num_workers: int = 0
+    seed: int = 0
+    # hardware
+    device: Optional[str] = None  # None: cuda (this process's GPU) when available, else cpu
+    precision: str = "fp32"  # "fp32" | "bf16" (autocast, CUDA only)
+    compile: bool = False
+    ddp_find_unused_parameters: bool = False  # True for models whose loss skips some weights
+    # bookkeeping (0 = only at the end of the run)
+    out_dir: Optional[str] = None  # None: nothing written to disk
+    log_every: int = 10
+    eval_every: int = 0
+    save_every: int = 0
+    keep_checkpoints: int = 1
+    eval_batch_size: Optional[int] = None
+    progress: bool = True  # a tqdm bar on process 0; False in notebooks stored for nbval
+
+    def __post_init__(self) -> None:
+        if not any(v is not None for v in (self.max_steps, self.epochs, self.max_tokens, self.time_budget_s)):
+            raise ValueError("give a budget: max_steps, epochs, max_tokens or time_budget_s")
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
+        for name in ("batch_size", "grad_accum_steps", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        if self.warmup_ratio is not None and not 0 <= self.warmup_ratio <= 1:
+            raise ValueError(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio}")
+        if self.warmup_steps and self.max_steps is None and self.epochs is None:
+            raise ValueError(
+                "warmup_steps needs a step budget (max_steps or epochs) to place the decay; "
+                "with max_tokens or time_budget_s give warmup_ratio instead"
+            )
+
+
+@dataclass
+class TrainState:
+    """Where a run is: saved in every checkpoint, so a resumed run picks up exactly here."""
+
+    step: int = 0  # optimiser updates done
+    epoch: int = 0  # the data position: next global batch is batch_in_epoch of epoch
+    batch_in_epoch: int = 0
+    tokens_seen: int = 0  # real tokens (attention_mask.sum()) over all processes
+    elapsed_s: float = 0.0
+
+
+@dataclass
+class TrainResult:
+    step: int
+    loss: Optional[float]  # the last step's training loss
+    tokens_seen: int
+    elapsed_s: float
+    checkpoint: Optional[str]  # the last checkpoint written (or resumed from)
+    records: list[dict] = field(default_factory=list)  # everything in metrics.jsonl
+    eval: Optional[dict] = None  # the last evaluation
+    stopped_by: str = ""  # "max_steps", "max_tokens", "time_budget_s", "stop_at_step"
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss (or the gradient norm) became NaN or infinite."""
+
+    def __init__(self, step: int, loss: float, grad_norm: float, checkpoint: Optional[str]):
+        self.step, self.loss, self.grad_norm, self.checkpoint = step, loss, grad_norm, checkpoint
+        kept = f"the last good checkpoint is {checkpoint}" if checkpoint else "no checkpoint had been written"
+        super().__init__(
+            f"training diverged at step {step}: loss {loss}, gradient norm {grad_norm}. "
+            f"Nothing was saved for this step; {kept}. Try a lower lr, a longer warm-up, "
+            "max_grad_norm=1.0, fp32 instead of bf16, or check the batch for bad labels."
+        )
+
+
+# ---- optimiser and schedule --------------------------------------------------------------
+_NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase) + (
+    (nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ()
+)
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW parameter groups: weight decay on weight matrices and embeddings only.
+
+    Biases and normalisation weights (every LayerNorm, the embeddings' one included) get
+    none: decaying a LayerNorm gain towards 0 would shrink the activations it is there to
+    scale, and the original BERT excludes both ("LayerNorm", "bias"). A tied weight (the
+    MLM decoder = word embeddings) appears once. Each group lists its `names` for reading.
+    """
+    norm_params = {id(p) for m in model.modules() if isinstance(m, _NORM_TYPES) for p in m.parameters(recurse=False)}
+    decay: list[tuple[str, nn.Parameter]] = []
+    no_decay: list[tuple[str, nn.Parameter]] = []
+    for name, p in model.named_parameters():  # named_parameters() skips tied duplicates
+        if not p.requires_grad:
+            continue
+        (no_decay if name.endswith("bias") or id(p) in norm_params else decay).append((name, p))
+    return [
+        {"params": [p for _, p in decay], "names": [n for n, _ in decay], "weight_decay": weight_decay},
+        {"params": [p for _, p in no_decay], "names": [n for n, _ in no_decay], "weight_decay": 0.0},
+    ]
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW over `param_groups`; the fused CUDA kernel when on a GPU (one launch per step)."""
+    fused = device.type == "cuda"
+    return torch.optim.AdamW(
+        param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused or None
+    )
+
+
+def linear_schedule(step: float, warmup_steps: float, total_steps: float) -> float:
+    """Learning-rate multiplier: 0 -> 1 linearly over warmup_steps, then 1 -> 0 at total_steps.
+
+    `step` is the number of updates already made (the update about to happen uses this
+    value); floats work too, e.g. (fraction of budget used, warmup fraction, 1.0).
+    """
+    if step < warmup_steps:
+        return step / warmup_steps
+    span = total_steps - warmup_steps
+    return max(0.0, (total_steps - step) / span) if span > 0 else 0.0
+
+
+def clip_gradients(model: nn.Module, max_norm: Optional[float]) -> torch.Tensor:
+    """Scale all gradients so their global L2 norm is at most max_norm; return the norm before."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    return torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm else float("inf"))
+
+
+def _lr_multiplier(cfg: TrainConfig, max_steps: Optional[int], state: TrainState) -> float:
+    if cfg.max_tokens is None and cfg.time_budget_s is None:  # a step budget: the plain schedule
+        warmup = cfg.warmup_steps if cfg.warmup_ratio is None else cfg.warmup_ratio * max_steps
+        return linear_schedule(state.step, warmup, max_steps)
+    # A token or time budget: the schedule runs on the fraction of the budget used.
+    warmup = cfg.warmup_ratio if cfg.warmup_ratio is not None else 0.0
+    if max_steps is not None and cfg.warmup_ratio is None:
+        warmup = cfg.warmup_steps / max_steps
+    return linear_schedule(_budget_fraction(cfg, max_steps, state), warmup, 1.0)
+
+
+def _budget_fraction(cfg: TrainConfig, max_steps: Optional[int], state: TrainState) -> float:
+    fractions = []
+    if max_steps is not None:
+        fractions.append(state.step / max_steps)
+    if cfg.max_tokens is not None:
+        fractions.append(state.tokens_seen / cfg.max_tokens)
+    if cfg.time_budget_s is not None:
+        fractions.append(state.elapsed_s / cfg.time_budget_s)
+    return min(1.0, max(fractions))
+
+
+def _stop_reason(cfg: TrainConfig, max_steps: Optional[int], state: TrainState, stop_at_step: Optional[int]) -> str:
+    if max_steps is not None and state.step >= max_steps:
+        return "max_steps"
+    if cfg.max_tokens is not None and state.tokens_seen >= cfg.max_tokens:
+        return "max_tokens"
+    if cfg.time_budget_s is not None and state.elapsed_s >= cfg.time_budget_s:
+        return "time_budget_s"  # elapsed_s is averaged over processes, so all agree
+    if stop_at_step is not None and state.step >= stop_at_step:
+        return "stop_at_step"
+    return ""
+
+
+# ---- processes and devices ---------------------------------------------------------------
+@dataclass
+class DistContext:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed(device: Optional[str] = None) -> DistContext:
+    """Read torchrun's WORLD_SIZE / RANK / LOCAL_RANK; join the process group if there is one.
+
+    Backend nccl for GPUs, gloo for CPUs. Without torchrun: one process, rank 0.
+    The group stays up until the process exits, so a script may call train() several
+    times (pretraining, then fine-tuning): under torchrun a group cannot be made twice.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = torch.cuda.is_available() and (device is None or device.startswith("cuda"))
+    if device is None:
+        device = f"cuda:{local_rank}" if use_cuda else "cpu"
+    ctx = DistContext(rank, world_size, local_rank, torch.device(device))
+    if ctx.device.type == "cuda":
+        torch.cuda.set_device(ctx.device)
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if ctx.device.type == "cuda" else "gloo")
+        atexit.register(_leave_process_group)
+    return ctx
+
+
+def _leave_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _wrap(model: nn.Module, cfg: TrainConfig, ctx: DistContext):
+    """(forward callable, DDP module or None): DDP across processes, then torch.compile."""
+    ddp = None
+    net: Any = model
+    if ctx.world_size > 1:
+        ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+        ddp = net = nn.parallel.DistributedDataParallel(
+            model, device_ids=ids, find_unused_parameters=cfg.ddp_find_unused_parameters
+        )
+    if cfg.compile:
+        net = _CompiledWithFallback(net)
+    return net, ddp
+
+
+class _CompiledWithFallback:
+    """torch.compile compiles on the first call; if that fails, warn once and run eagerly."""
+
+    def __init__(self, module: nn.Module):
+        self.eager = module
+        try:
+            self.compiled = torch.compile(module)
+        except Exception as err:  # e.g. no compiler support on this platform
+            self._fall_back(err)
+
+    def _fall_back(self, err: Exception) -> None:
+        warnings.warn(f"torch.compile failed ({type(err).__name__}: {err}); training continues in eager mode.")
+        self.compiled = None
+
+    def __call__(self, **batch):
+        if self.compiled is not None:
+            try:
+                return self.compiled(**batch)
+            except Exception as err:
+                self._fall_back(err)
+        return self.eager(**batch)
+
+
+def _autocast(precision: str, device: torch.device):
+    if precision == "bf16" and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)  # matmuls in bf16, reductions in fp32
+    if precision == "bf16":
+        warnings.warn(f"precision='bf16' uses autocast on CUDA only; on {device.type} this run stays fp32.")
+    return contextlib.nullcontext()
+
+
+def _to_device(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
+def _count_tokens(batch: dict) -> int:
+    """Real tokens in a micro-batch: padding (attention_mask 0) does not count."""
+    if "attention_mask" in batch:
+        return int(batch["attention_mask"].sum())
+    return int(batch["input_ids"].numel()) if "input_ids" in batch else 0
+
+
+# ---- data order --------------------------------------------------------------------------
+def epoch_permutation(num_examples: int, seed: int, epoch: int) -> torch.Tensor:
+    """The order examples are seen in during `epoch`: the same for every process and run."""
+    return torch.randperm(num_examples, generator=torch.Generator().manual_seed(seed + epoch))
+
+
+def batch_seed(seed: int, step: int, slot: int) -> int:
+    """Seed for collate's generator: a pure function of (seed, step, slot), so no state to save.
+
+    slot = micro_batch * world_size + rank numbers the pieces of one global batch, so one
+    process with grad_accum_steps=2 draws the same masks as two processes with 1.
+    """
+    return int(np.random.SeedSequence([seed, step, slot]).generate_state(1, np.uint64)[0] >> 1)
+
+
+class _MicroBatches(Dataset):
+    """This process's micro-batches of one epoch, from global batch `first_batch` on, collated.
+
+    Global batch b of the epoch is perm[b*G : (b+1)*G]; it is cut into world_size *
+    grad_accum_steps slots of batch_size examples, and slot a * world_size + rank is this
+    process's micro-batch a. A map-style dataset, so a DataLoader can prepare it in workers.
+    """
+
+    def __init__(self, dataset, collate: Collate, cfg: TrainConfig, ctx: DistContext, epoch: int,
+                 first_batch: int, steps_per_epoch: int):
+        self.dataset, self.collate, self.cfg, self.ctx = dataset, collate, cfg, ctx
+        self.perm = epoch_permutation(len(dataset), cfg.seed, epoch)
+        self.first_batch, self.steps_per_epoch = first_batch, steps_per_epoch
+        self.first_step = epoch * steps_per_epoch  # the global step of this epoch's batch 0
+
+    def __len__(self) -> int:
+        return (self.steps_per_epoch - self.first_batch) * self.cfg.grad_accum_steps
+
+    def __getitem__(self, i: int) -> dict:
+        A, B, W = self.cfg.grad_accum_steps, self.cfg.batch_size, self.ctx.world_size
+        b, a = self.first_batch + i // A, i % A
+        slot = a * W + self.ctx.rank
+        start = b * (B * W * A) + slot * B
+        examples = [self.dataset[j] for j in self.perm[start : start + B].tolist()]
+        generator = torch.Generator().manual_seed(batch_seed(self.cfg.seed, self.first_step + b, slot))
+        return self.collate(examples, generator)
+
+
+def _global_batches(dataset, collate: Collate, cfg: TrainConfig, ctx: DistContext, state: TrainState,
+                    steps_per_epoch: int):
+    """Yield (epoch, batch_in_epoch, [this process's grad_accum_steps micro-batches]) forever."""
+    epoch, first = state.epoch, state.batch_in_epoch
+    while True:
+        if hasattr(dataset, "set_epoch"):  # e.g. PretrainingDataset's dynamic masks: fresh each epoch
+            dataset.set_epoch(epoch)
+        micro = _MicroBatches(dataset, collate, cfg, ctx, epoch, first, steps_per_epoch)
+        loader = DataLoader(
+            micro, batch_size=None, num_workers=cfg.num_workers, pin_memory=ctx.device.type == "cuda",
+            # an explicit generator: otherwise the DataLoader draws its worker seed from the
+            # global torch RNG, which a resumed run would then be out of step with
+            generator=torch.Generator().manual_seed(cfg.seed + epoch),
+        )
+        it = iter(loader)
+        for b in range(first, steps_per_epoch):
+            yield epoch, b, [next(it) for _ in range(cfg.grad_accum_steps)]
+        epoch, first = epoch + 1, 0
+
+
+def _steps_per_epoch(num_examples: int, cfg: TrainConfig, world_size: int) -> int:
+    global_batch = cfg.batch_size * world_size * cfg.grad_accum_steps
+    if num_examples < global_batch:
+        raise ValueError(
+            f"the dataset has {num_examples} examples, fewer than one global batch of {global_batch} "
+            f"(batch_size {cfg.batch_size} x {world_size} processes x grad_accum_steps {cfg.grad_accum_steps}); "
+            "lower batch_size or grad_accum_steps."
+        )
+    return num_examples // global_batch  # the incomplete last global batch is dropped
+
+
+# ---- evaluation and metrics --------------------------------------------------------------
+# (metric prefix, logits attribute of the output, label key of the batch)
+_ACCURACIES = [("mlm", "mlm_logits", "labels"), ("nsp", "nsp_logits", "next_sentence_label"), ("", "logits", "labels")]
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, dataset, collate: Collate, batch_size: int = 32, seed: int = 0, *,
+             device: Optional[torch.device] = None, precision: str = "fp32") -> dict[str, float]:
+    """Held-out loss and accuracies, deterministic (collate's generator is seeded per batch).
+
+    Returns loss (mean over batches, weighted by batch size), mlm_loss / nsp_loss when the
+    model reports them, mlm_accuracy (argmax == label over positions whose label is not
+    -100), nsp_accuracy, and accuracy for models returning `.logits` with `labels`.
+    Under torch.distributed each process evaluates every world_size-th batch; the counts
+    are summed, so all processes get the same numbers.
+    """
+    device = device or next(model.parameters()).device
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    was_training = model.training
+    model.eval()
+    names = ["examples", "loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_total",
+             "nsp_correct", "nsp_total", "correct", "total"]
+    sums = dict.fromkeys(names, 0.0)
+    num_batches = math.ceil(len(dataset) / batch_size)
+    autocast = _autocast(precision, device)
+    for b in range(rank, num_batches, world):
+        examples = [dataset[i] for i in range(b * batch_size, min((b + 1) * batch_size, len(dataset)))]
+        batch = _to_device(collate(examples, torch.Generator().manual_seed(batch_seed(seed, b, 0))), device)
+        with autocast:
+            out = model(**batch)
+        n = len(examples)
+        sums["examples"] += n
+        for name in ("loss", "mlm_loss", "nsp_loss"):
+            value = getattr(out, name, None)
+            sums[name] += float(value) * n if value is not None else math.nan
+        for prefix, logits_name, labels_name in _ACCURACIES:
+            logits, labels = getattr(out, logits_name, None), batch.get(labels_name)
+            if logits is None or labels is None:
+                continue
+            labelled = labels != IGNORE_INDEX  # only labelled positions count
+            hits = logits.argmax(-1)[labelled] == labels[labelled]
+            key = f"{prefix}_" if prefix else ""
+            sums[f"{key}correct"] += float(hits.sum())
+            sums[f"{key}total"] += float(labelled.sum())
+    if world > 1:
+        t = torch.tensor([sums[n] for n in names], dtype=torch.float64, device=device)
+        dist.all_reduce(t)
+        sums = dict(zip(names, t.tolist()))
+    model.train(was_training)
+    n = max(sums["examples"], 1.0)
+    result = {"examples": int(sums["examples"])}
+    for name in ("loss", "mlm_loss", "nsp_loss"):
+        if not math.isnan(sums[name]):
+            result[name] = sums[name] / n
+    for key in ("mlm_", "nsp_", ""):
+        if sums[f"{key}total"] > 0:
+            result[f"{key}accuracy"] = sums[f"{key}correct"] / sums[f"{key}total"]
+    return result
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+    """The records of a metrics.jsonl file (or of the one inside an output directory)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / METRICS_NAME
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def plot_metrics(path_or_records: str | os.PathLike | Sequence[dict], out_png: str | os.PathLike):
+    """Loss curves (train, held-out) and held-out accuracies against step, saved as a PNG.
+
+    Draws on a bare matplotlib Figure with the Agg canvas, so it neither needs a display
+    nor changes the backend a notebook uses. Returns the Figure.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    is_path = isinstance(path_or_records, (str, os.PathLike))
+    records = read_metrics(path_or_records) if is_path else list(path_or_records)
+    train = [r for r in records if "loss" in r]
+    evals = [r for r in records if "eval_loss" in r]
+    fig = Figure(figsize=(10, 4))
+    FigureCanvasAgg(fig)
+    ax_loss, ax_acc = fig.subplots(1, 2)
+    for key, label, rows in [("loss", "train loss", train), ("mlm_loss", "train MLM loss", train),
+                             ("nsp_loss", "train NSP loss", train), ("eval_loss", "held-out loss", evals)]:
+        points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+        if points:
+            ax_loss.plot(*zip(*points), label=label, marker="o" if rows is evals else None)
+    for key, label in [("eval_mlm_accuracy", "MLM accuracy"), ("eval_nsp_accuracy", "NSP accuracy"),
+                       ("eval_accuracy", "accuracy")]:
+        points = [(r["step"], r[key]) for r in evals if r.get(key) is not None]
+        if points:
+            ax_acc.plot(*zip(*points), label=label, marker="o")
+    ax_loss.set(xlabel="step", ylabel="loss", title="loss")
+    ax_acc.set(xlabel="step", ylabel="accuracy", title="held-out accuracy", ylim=(0, 1))
+    for ax in (ax_loss, ax_acc):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    Path(out_png).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=100)
+    return fig
+
+
+# ---- the loop ----------------------------------------------------------------------------
+def train(
+    model: nn.Module,
+    dataset,
+    collate: Collate,
+    config: TrainConfig,
+    *,
+    eval_dataset=None,
+    resume: bool = False,
+    stop_at_step: Optional[int] = None,
+) -> TrainResult:
+    """Train `model` on `dataset` as `config` says; see the module docstring for the contract.
+
+    resume: continue from the latest checkpoint in config.out_dir (start fresh if none).
+    stop_at_step: stop (and checkpoint) after this step although the budget runs on, to
+        split one run over several sessions; the schedule is the full run's.
+    Raises TrainingDivergedError on a NaN / infinite loss, before any update or checkpoint.
+    """
+    cfg = config
+    ctx = setup_distributed(cfg.device)
+    model.to(ctx.device)
+    optimizer = make_optimizer(model, cfg, ctx.device)
+    steps_per_epoch = _steps_per_epoch(len(dataset), cfg, ctx.world_size)
+    max_steps = cfg.max_steps
+    if cfg.epochs is not None:
+        epoch_steps = math.ceil(cfg.epochs * steps_per_epoch)
+        max_steps = epoch_steps if max_steps is None else min(max_steps, epoch_steps)
+    state, checkpoint, records = _start_or_resume(model, optimizer, cfg, ctx, len(dataset), resume)
+
+    net, ddp = _wrap(model, cfg, ctx)
+    autocast = _autocast(cfg.precision, ctx.device)
+    batches = _global_batches(dataset, collate, cfg, ctx, state, steps_per_epoch)
+    bar = _ProgressBar(cfg, max_steps, state, enabled=cfg.progress and ctx.is_main)
+    clock = time.perf_counter() - state.elapsed_s  # elapsed time carries over a resume
+    window = (state.tokens_seen, state.elapsed_s)  # tokens and time at the last log line
+    loss, last_eval = None, None
+    with bar:
+        while not (stopped_by := _stop_reason(cfg, max_steps, state, stop_at_step)):
+            # 1. this step's global batch (our share of it) and learning rate
+            epoch, batch_in_epoch, micro_batches = next(batches)
+            lr = cfg.lr * _lr_multiplier(cfg, max_steps, state)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            # 2. gradients of the mean loss over the global batch
+            model.train()
+            sums, parts = _forward_backward(net, ddp, micro_batches, autocast, ctx.device)
+
+            # 3. one set of numbers for all processes (mean loss and time, total tokens),
+            #    read with one GPU sync per step, and checked before anything changes
+            sums[4] = time.perf_counter() - clock
+            if ctx.world_size > 1:
+                dist.all_reduce(sums)
+                sums[[0, 1, 2, 4]] /= ctx.world_size
+            grad_norm = clip_gradients(model, cfg.max_grad_norm)  # the norm before clipping
+            loss, mlm_loss, nsp_loss, tokens, elapsed, grad_norm = [*sums.tolist(), float(grad_norm)]
+            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                raise TrainingDivergedError(state.step + 1, loss, grad_norm, checkpoint)
+            # 4. the update
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+            # 5. advance: the next global batch is the following one in the epoch order
+            state.step += 1
+            state.tokens_seen += int(tokens)
+            state.elapsed_s = elapsed
+            state.epoch, state.batch_in_epoch = divmod(epoch * steps_per_epoch + batch_in_epoch + 1, steps_per_epoch)
+            last = bool(_stop_reason(cfg, max_steps, state, stop_at_step))
+            bar.update(state, loss)
+
+            # 6. log, evaluate, checkpoint (process 0 writes; all take part)
+            if state.step % cfg.log_every == 0 or last:
+                speed = (state.tokens_seen - window[0]) / max(state.elapsed_s - window[1], 1e-9)
+                window = (state.tokens_seen, state.elapsed_s)
+                records.append(_log(cfg, ctx, {
+                    "step": state.step, "epoch": epoch, "loss": loss,
+                    "mlm_loss": mlm_loss if "mlm_loss" in parts else None,
+                    "nsp_loss": nsp_loss if "nsp_loss" in parts else None,
+                    "lr": lr, "grad_norm": grad_norm, "tokens": state.tokens_seen,
+                    "tokens_per_s": speed, "elapsed": state.elapsed_s,
+                }))
+            if eval_dataset is not None and ((cfg.eval_every and state.step % cfg.eval_every == 0) or last):
+                last_eval = evaluate(model, eval_dataset, collate, cfg.eval_batch_size or cfg.batch_size,
+                                     cfg.seed, device=ctx.device, precision=cfg.precision)
+                records.append(_log(cfg, ctx, {"step": state.step, **{f"eval_{k}": v for k, v in last_eval.items()}}))
+            if cfg.out_dir and ((cfg.save_every and state.step % cfg.save_every == 0) or last):
+                checkpoint = _save(model, optimizer, cfg, ctx, state, len(dataset))
+    return TrainResult(step=state.step, loss=loss, tokens_seen=state.tokens_seen, elapsed_s=state.elapsed_s,
+                       checkpoint=checkpoint, records=records, eval=last_eval, stopped_by=stopped_by)
+
+
+# ---- helpers of train() ------------------------------------------------------------------
+def _forward_backward(net, ddp, micro_batches: list[dict], autocast, device: torch.device):
+    """Forward and backward each micro-batch of one step; the gradients add up in .grad.
+
+    Each loss is divided by A = len(micro_batches), so the summed gradient is that of the
+    mean over the micro-batches: the gradient of one batch A times larger when the loss is
+    a mean over equal-sized pieces (for MLM: the same number of labelled tokens in every
+    micro-batch; otherwise each micro-batch's tokens weigh a little differently).
+    Returns (sums, parts): sums (5,) = loss, mlm_loss, nsp_loss (means over the
+    micro-batches), real tokens, and a slot for the elapsed time; parts names the partial
+    losses the model reported.
+    """
+    A = len(micro_batches)
+    sums = torch.zeros(5, device=device)
+    parts = set()
+    for i, batch in enumerate(micro_batches):
+        sums[3] += _count_tokens(batch)
+        batch = _to_device(batch, device)
+        # DDP all-reduces gradients during backward; only the last micro-batch needs that
+        sync = ddp is None or i == A - 1
+        with contextlib.nullcontext() if sync else ddp.no_sync():
+            with autocast:
+                out = net(**batch)
+            (out.loss / A).backward()
+        sums[0] += out.loss.detach().float() / A
+        for j, name in ((1, "mlm_loss"), (2, "nsp_loss")):
+            if getattr(out, name, None) is not None:
+                sums[j] += getattr(out, name).detach().float() / A
+                parts.add(name)
+    return sums, parts
+
+
+def _start_or_resume(model, optimizer, cfg: TrainConfig, ctx: DistContext, num_examples: int, resume: bool):
+    """(state, checkpoint path, earlier metrics records) for a fresh or a resumed run."""
+    out_dir = Path(cfg.out_dir) if cfg.out_dir else None
+    latest = latest_checkpoint(out_dir) if out_dir else None
+    if resume and out_dir is None:
+        raise ValueError("resume=True needs config.out_dir, the directory holding the checkpoints")
+    if latest is not None and not resume:
+        raise FileExistsError(
+            f"{out_dir} already holds {latest.name}: pass resume=True to continue that run, "
+            "or choose another out_dir (or delete this one) to start afresh."
+        )
+    if latest is None:
+        if resume:
+            log.warning("resume=True but %s has no checkpoint: starting from step 0", out_dir)
+        seed_everything(cfg.seed + ctx.rank)  # dropout differs between processes, as it should
+        if out_dir and ctx.is_main:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / METRICS_NAME).write_text("")
+        return TrainState(), None, []
+
+    saved = load_checkpoint(latest, model, optimizer)
+    global_batch = cfg.batch_size * ctx.world_size * cfg.grad_accum_steps
+    if saved["global_batch"] != global_batch or saved["num_examples"] != num_examples:
+        raise ValueError(
+            f"{latest} was trained with a global batch of {saved['global_batch']} on {saved['num_examples']} "
+            f"examples; this run has {global_batch} on {num_examples}. The data position only means "
+            "something with the same data and global batch (batch_size x processes x grad_accum_steps)."
+        )
+    if len(saved["rng"]) == ctx.world_size:
+        set_rng_state(saved["rng"][ctx.rank])
+    else:
+        warnings.warn(f"{latest} was written by {len(saved['rng'])} processes, this run has {ctx.world_size}: "
+                      "the data order continues exactly, dropout's random numbers do not.")
+        seed_everything(cfg.seed + ctx.rank + saved["step"])
+    state = TrainState(**{k: saved[k] for k in ("step", "epoch", "batch_in_epoch", "tokens_seen", "elapsed_s")})
+    # Keep the metrics up to the checkpoint; anything logged after it will be redone.
+    metrics, records = out_dir / METRICS_NAME, []
+    if ctx.is_main:  # only process 0 keeps (and rewrites) the metrics
+        records = [r for r in read_metrics(metrics) if r["step"] <= state.step] if metrics.exists() else []
+        metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
+    log.info("resumed from %s at step %d", latest, state.step)
+    return state, str(latest), records
+
+
+def _save(model, optimizer, cfg: TrainConfig, ctx: DistContext, state: TrainState, num_examples: int) -> str:
+    """Checkpoint on process 0, with every process's RNG state (each has its own dropout)."""
+    rngs = [rng_state()]
+    if ctx.world_size > 1:
+        rngs = [None] * ctx.world_size
+        dist.all_gather_object(rngs, rng_state())
+    path = Path(cfg.out_dir) / f"checkpoint-{state.step}"
+    if ctx.is_main:
+        training_state = {
+            **dataclasses.asdict(state),
+            "global_batch": cfg.batch_size * ctx.world_size * cfg.grad_accum_steps,
+            "num_examples": num_examples,
+            "optimizer": optimizer.state_dict(),
+            "rng": rngs,  # the schedule has no state of its own: it is a function of step/tokens/time
+        }
+        path = save_checkpoint(cfg.out_dir, state.step, model, training_state, keep_last=cfg.keep_checkpoints,
+                               extra_json={"train_config.json": dataclasses.asdict(cfg)})
+    if ctx.world_size > 1:
+        dist.barrier()  # nobody races ahead (or reads it) before it is complete
+    return str(path)
+
+
+def _log(cfg: TrainConfig, ctx: DistContext, record: dict) -> dict:
+    """Append one record to out_dir/metrics.jsonl (process 0 only) and return it."""
+    if cfg.out_dir and ctx.is_main:
+        with open(Path(cfg.out_dir) / METRICS_NAME, "a") as f:
+            f.write(json.dumps(record) + "\n")
+    return record
+
+
+class _ProgressBar:
+    """tqdm over the budget (steps, else tokens, else seconds): loss, tokens/s and an ETA."""
+
+    def __init__(self, cfg: TrainConfig, max_steps: Optional[int], state: TrainState, enabled: bool):
+        self.bar = None
+        if not enabled:
+            return
+        from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
+
+        if max_steps is not None:
+            self.unit, total, done = "step", max_steps, state.step
+        elif cfg.max_tokens is not None:
+            self.unit, total, done = "tok", cfg.max_tokens, state.tokens_seen
+        else:
+            self.unit, total, done = "s", cfg.time_budget_s, state.elapsed_s
+        self.done = done
+        seconds = "{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}{postfix}]" if self.unit == "s" else None
+        self.bar = tqdm(total=total, initial=done, unit=self.unit, unit_scale=self.unit == "tok",
+                        bar_format=seconds, dynamic_ncols=True)
+        self.start = (state.tokens_seen, time.perf_counter())
+
+    def update(self, state: TrainState, loss: float) -> None:
+        if self.bar is None:
+            return
+        now = {"step": state.step, "tok": state.tokens_seen, "s": state.elapsed_s}[self.unit]
+        self.bar.update(min(now, self.bar.total) - self.done)
+        self.done = min(now, self.bar.total)
+        speed = (state.tokens_seen - self.start[0]) / max(time.perf_counter() - self.start[1], 1e-9)
+        self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{speed:,.0f}", refresh=False)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,120 @@
+"""The pretraining pipeline and the `bertedu pretrain` / `fill-mask` command line."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from bertedu.checkpoint import latest_checkpoint
+from bertedu.cli import build_parser, main, parse_duration
+from bertedu.pretrain import PretrainConfig, fill_mask, load_pretrained, pretrain
+
+SMALL = ["--corpus", "wiki-en", "--max-documents", "24", "--vocab-size", "1500", "--no-progress",
+         "--max-seq-length", "64", "--log-every", "2"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny-run")
+    assert main(["pretrain", "--preset", "tiny", "--steps", "12", "--batch-size", "8", "--out", str(out), *SMALL]) == 0
+    return out
+
+
+def test_pretrain_writes_vocab_checkpoint_metrics_and_plot(tiny_run):
+    assert (tiny_run / "vocab.txt").read_text().splitlines()[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert latest_checkpoint(tiny_run).name == "checkpoint-12"
+    records = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in records if "loss" in r]
+    assert steps == [2, 4, 6, 8, 10, 12]
+    final_eval = [r for r in records if "eval_mlm_accuracy" in r][-1]
+    assert 0.0 <= final_eval["eval_mlm_accuracy"] <= 1.0 and 0.0 <= final_eval["eval_nsp_accuracy"] <= 1.0
+    assert (tiny_run / "metrics.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tiny_run / "run.json").read_text())["preset"] == "tiny"
+
+
+def test_a_second_run_in_the_same_folder_needs_resume(tiny_run):
+    with pytest.raises(FileExistsError, match="--resume"):
+        pretrain(PretrainConfig(preset="tiny", steps=1, out=str(tiny_run), corpus="wiki-en", max_documents=24))
+
+
+def test_fill_mask_from_a_run_never_suggests_special_tokens(tiny_run):
+    model, tok = load_pretrained(tiny_run)
+    preds = fill_mask(model, tok, "the [MASK] of the city is [MASK] .", top_k=5)
+    assert len(preds) == 2 and all(len(p) == 5 for p in preds)
+    for row in preds:
+        assert not {t for t, _ in row} & {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
+        probs = [p for _, p in row]
+        assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
+    with pytest.raises(ValueError, match="no \\[MASK\\]"):
+        fill_mask(model, tok, "nothing to fill")
+
+
+def test_phase_two_starts_from_phase_one_weights(tiny_run, tmp_path):
+    out = tmp_path / "phase2"
+    pretrain(PretrainConfig(preset="tiny", corpus="wiki-en", max_documents=24, steps=1, lr=1e-12, warmup_ratio=0.0,
+                            batch_size=4, max_seq_length=128, init_from=str(tiny_run), out=str(out), progress=False))
+    assert (out / "vocab.txt").read_text() == (tiny_run / "vocab.txt").read_text()
+    before = load_file(str(latest_checkpoint(tiny_run) / "model.safetensors"))
+    after = load_file(str(latest_checkpoint(out) / "model.safetensors"))
+    for name, tensor in before.items():
+        torch.testing.assert_close(after[name], tensor, atol=1e-6, rtol=0)
+
+
+def test_base_preset_runs_a_few_steps_on_cpu(tmp_path):
+    out = tmp_path / "base"
+    assert main(["pretrain", "--preset", "base", "--steps", "2", "--batch-size", "2", "--out", str(out),
+                 *SMALL, "--max-seq-length", "32", "--max-eval-examples", "4"]) == 0
+    model, _ = load_pretrained(out)
+    assert model.config.num_hidden_layers == 12 and model.config.hidden_size == 768
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in records if "loss" in r)
+
+
+def test_help_explains_every_flag(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["pretrain", "--help"])
+    text = capsys.readouterr().out
+    for field in PretrainConfig.__dataclass_fields__:
+        assert "--" + field.replace("_", "-") in text
+    assert "--resume" in text and "wiki-en" in text and "peoples-daily-zh" in text
+
+
+def test_bad_arguments_give_clear_errors(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["pretrain", "--preset", "huge"])
+    assert "invalid choice: 'huge'" in capsys.readouterr().err
+    assert main(["pretrain", "--preset", "tiny"]) == 2  # no budget
+    assert "give a budget" in capsys.readouterr().err
+    assert parse_duration("45m") == 2700 and parse_duration("2h") == 7200 and parse_duration("90") == 90
+
+
+class _EpochRecorder(torch.utils.data.Dataset):
+    def __init__(self):
+        self.epochs = []
+
+    def set_epoch(self, epoch):
+        self.epochs.append(epoch)
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return i
+
+
+def test_training_loop_tells_the_data_set_each_epoch():
+    """Dynamic masking draws fresh masks per epoch only if the loop calls set_epoch."""
+    from bertedu.train import TrainConfig, train
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, x):
+            return type("Out", (), {"loss": ((self.w - x.float().mean()) ** 2).sum()})()
+
+    data = _EpochRecorder()
+    train(Net(), data, lambda ex, g: {"x": torch.tensor(ex)}, TrainConfig(max_steps=6, batch_size=2, progress=False))
+    assert data.epochs[:3] == [0, 1, 2]

@@ -1,0 +1,453 @@
+"""The training loop (bertedu.train) and its checkpoints (bertedu.checkpoint), on a tiny BERT.
+
+The data is synthetic: random token sequences of ragged length with exactly K masked
+positions per example, so an MLM loss (a mean over labelled tokens) of a batch is the
+mean of its halves' losses; that is what makes accumulation and DDP comparable.
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+from bertedu import BertConfig, BertForPreTraining
+from bertedu.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, rng_state, set_rng_state
+from bertedu.train import (
+    TrainConfig, TrainingDivergedError, batch_seed, clip_gradients, epoch_permutation, evaluate,
+    linear_schedule, param_groups, plot_metrics, read_metrics, train,
+)
+
+V, T, K, MASK_ID = 40, 12, 2, 3  # vocabulary, max length, masked positions per example, [MASK]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tensors this small run fastest on one thread (and do not fight a busy CI machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_config(dropout: float = 0.0) -> BertConfig:
+    return BertConfig.tiny(vocab_size=V, hidden_size=32, intermediate_size=64, max_position_embeddings=T,
+                           hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+
+
+def tiny_model(dropout: float = 0.0, seed: int = 0) -> BertForPreTraining:
+    torch.manual_seed(seed)
+    return BertForPreTraining(tiny_config(dropout))
+
+
+class ToyPairs(torch.utils.data.Dataset):
+    """n random sequences of T-4..T tokens (ids 5..V-1) with a random NSP label."""
+
+    def __init__(self, n: int, seed: int = 0):
+        g = torch.Generator().manual_seed(seed)
+        self.ids = torch.randint(5, V, (n, T), generator=g)
+        self.lengths = torch.randint(T - 4, T + 1, (n,), generator=g)
+        self.nsp = torch.randint(0, 2, (n,), generator=g)
+        self.seen: list[int] = []
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        self.seen.append(i)
+        return {"input_ids": self.ids[i, : self.lengths[i]], "nsp": int(self.nsp[i])}
+
+
+def collate(examples, generator, random_masks=True):
+    """Pad, and mask exactly K positions per example (random ones drawn from `generator`)."""
+    B = len(examples)
+    L = max(len(e["input_ids"]) for e in examples)
+    input_ids = torch.zeros(B, L, dtype=torch.long)
+    attention_mask = torch.zeros(B, L, dtype=torch.long)
+    labels = torch.full((B, L), -100)
+    token_type_ids = torch.zeros(B, L, dtype=torch.long)
+    for b, e in enumerate(examples):
+        n = len(e["input_ids"])
+        input_ids[b, :n], attention_mask[b, :n] = e["input_ids"], 1
+        token_type_ids[b, n // 2 : n] = 1  # from the real length, so padding changes nothing
+        where = torch.randperm(n - 1, generator=generator)[:K] + 1 if random_masks else torch.arange(1, K + 1)
+        labels[b, where] = input_ids[b, where]
+        input_ids[b, where] = MASK_ID
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+            "labels": labels, "next_sentence_label": torch.tensor([e["nsp"] for e in examples])}
+
+
+def fixed_collate(examples, generator):
+    return collate(examples, generator, random_masks=False)
+
+
+def config(**kw) -> TrainConfig:
+    base = dict(lr=1e-3, batch_size=4, max_steps=3, log_every=1, progress=False, seed=7)
+    return TrainConfig(**{**base, **kw})
+
+
+def weights(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def losses(records) -> list:
+    return [(r["step"], r["loss"]) for r in records if "loss" in r]
+
+
+# ---- optimiser pieces ------------------------------------------------------------------------
+def test_param_groups_decay_weights_but_not_biases_or_layer_norms():
+    model = tiny_model()
+    decay, no_decay = param_groups(model, 0.01)
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    # every parameter exactly once; the tied decoder weight is the word-embedding matrix
+    ids = [id(p) for p in decay["params"] + no_decay["params"]]
+    assert sorted(ids) == sorted(id(p) for p in model.parameters()) and len(set(ids)) == len(ids)
+    assert "mlm.decoder.weight" not in decay["names"] + no_decay["names"]
+    for name, _ in model.named_parameters():
+        expect_no_decay = name.endswith(".bias") or name.endswith("norm.weight")
+        assert (name in no_decay["names"]) == expect_no_decay, name
+    for name in ["bert.embeddings.layer_norm.weight", "bert.layers.0.attention_norm.weight",
+                 "bert.layers.1.output_norm.weight", "mlm.layer_norm.weight", "mlm.decoder.bias",
+                 "bert.layers.0.attention.query.bias", "nsp.classifier.bias"]:
+        assert name in no_decay["names"], name
+    for name in ["bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
+                 "bert.layers.0.attention.query.weight", "bert.layers.1.feed_forward.dense_out.weight",
+                 "bert.pooler.dense.weight", "mlm.dense.weight", "nsp.classifier.weight"]:
+        assert name in decay["names"], name
+
+
+def test_linear_schedule_warms_up_then_decays_to_zero():
+    assert linear_schedule(0, 10, 100) == 0.0
+    assert linear_schedule(5, 10, 100) == 0.5
+    assert linear_schedule(10, 10, 100) == 1.0
+    assert linear_schedule(55, 10, 100) == 0.5
+    assert linear_schedule(100, 10, 100) == 0.0
+    assert linear_schedule(150, 10, 100) == 0.0
+    assert linear_schedule(0, 0, 100) == 1.0  # no warm-up
+    assert linear_schedule(0.55, 0.1, 1.0) == pytest.approx(0.5)  # as a fraction of a budget
+
+
+def test_clip_gradients_bounds_the_norm_and_returns_the_norm_before():
+    model = tiny_model()
+    batch = collate([ToyPairs(4)[i] for i in range(4)], torch.Generator().manual_seed(0))
+    (model(**batch).loss * 1000).backward()
+    before = torch.sqrt(sum(p.grad.pow(2).sum() for p in model.parameters() if p.grad is not None))
+    returned = clip_gradients(model, 0.5)
+    after = torch.sqrt(sum(p.grad.pow(2).sum() for p in model.parameters() if p.grad is not None))
+    assert before > 0.5 and torch.isclose(returned, before)
+    assert after <= 0.5 * (1 + 1e-5)
+
+
+def test_train_clips_before_every_update():
+    seen = []
+
+    def check(optimizer, args, kwargs):
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        seen.append(float(torch.sqrt(sum(g.pow(2).sum() for g in grads))))
+
+    handle = register_optimizer_step_pre_hook(check)
+    try:
+        result = train(tiny_model(), ToyPairs(16), collate, config(max_grad_norm=0.05, max_steps=4))
+    finally:
+        handle.remove()
+    assert len(seen) == 4 and max(seen) <= 0.05 * (1 + 1e-4)
+    assert all(r["grad_norm"] > 0.05 for r in result.records)  # clipping really was needed
+
+
+# ---- the loop ----------------------------------------------------------------------------------
+def test_overfits_one_batch():
+    data = ToyPairs(8)
+    result = train(tiny_model(), data, fixed_collate, config(batch_size=8, max_steps=60, lr=1e-2, warmup_steps=5))
+    first, last = result.records[0]["loss"], result.loss
+    assert last < 0.1 * first and last < 0.4, (first, last)
+
+
+def test_gradient_accumulation_equals_one_big_batch():
+    """k micro-batches of b == one batch of k*b, for a loss that is a mean over equal pieces.
+
+    "Equal" means up to float summation order (atol 1e-5 on the weights after 3 AdamW
+    steps). It holds here because every example has exactly K labelled tokens, so the MLM
+    mean over a batch's labelled tokens is the mean of its micro-batches' means; with
+    ragged label counts the accumulated loss weights tokens slightly differently.
+    """
+    big, small = tiny_model(), tiny_model()
+    r_big = train(big, ToyPairs(24), fixed_collate, config(batch_size=8, grad_accum_steps=1))
+    r_small = train(small, ToyPairs(24), fixed_collate, config(batch_size=4, grad_accum_steps=2))
+    for name, w in weights(big).items():
+        torch.testing.assert_close(weights(small)[name], w, atol=1e-5, rtol=0, msg=name)
+    for a, b in zip(r_big.records, r_small.records):
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-5)
+        # Adam hardly notices a gradient k times too large; the gradient norm does
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4)
+    assert r_big.tokens_seen == r_small.tokens_seen == int(sum(ToyPairs(24).lengths[epoch_permutation(24, 7, 0)]))
+
+
+def test_data_order_is_a_seeded_permutation_per_epoch():
+    data = ToyPairs(20)  # global batch 8: 2 steps per epoch, the last 4 examples of each epoch dropped
+    train(tiny_model(), data, fixed_collate, config(batch_size=4, grad_accum_steps=2, max_steps=4))
+    for epoch in (0, 1):
+        order = data.seen[epoch * 16 : (epoch + 1) * 16]
+        assert order == epoch_permutation(20, 7, epoch)[:16].tolist()
+    assert data.seen[:16] != data.seen[16:]
+    assert batch_seed(7, 3, 1) == batch_seed(7, 3, 1) != batch_seed(7, 3, 0)
+
+
+def test_data_loader_workers_change_nothing():
+    a, b = tiny_model(dropout=0.1), tiny_model(dropout=0.1)
+    r_a = train(a, ToyPairs(24), collate, config(max_steps=6))
+    r_b = train(b, ToyPairs(24), collate, config(max_steps=6, num_workers=2))
+    assert losses(r_a.records) == losses(r_b.records)
+    assert all(torch.equal(w, weights(b)[k]) for k, w in weights(a).items())
+
+
+def test_learning_rate_follows_the_schedule_and_budgets_stop_the_run():
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=6, warmup_steps=2))
+    assert [r["lr"] for r in result.records] == pytest.approx([1e-3 * linear_schedule(s, 2, 6) for s in range(6)])
+    assert result.stopped_by == "max_steps" and result.step == 6
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=None, epochs=2))
+    assert result.step == 8 and result.stopped_by == "max_steps"  # 4 steps per epoch
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=None, max_tokens=100))
+    assert result.stopped_by == "max_tokens" and result.tokens_seen >= 100
+    assert result.records[-2]["tokens"] < 100  # it stopped at the first step past the budget
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=None, time_budget_s=0.2))
+    assert result.stopped_by == "time_budget_s" and result.elapsed_s >= 0.2
+    with pytest.raises(ValueError, match="budget"):
+        TrainConfig()
+    with pytest.raises(ValueError, match="warmup_ratio"):
+        TrainConfig(max_tokens=10, warmup_steps=5)
+    with pytest.raises(ValueError, match="global batch"):
+        train(tiny_model(), ToyPairs(3), fixed_collate, config())
+
+
+def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
+    """Dropout on, random masks from the collate generator, an epoch boundary, an eval."""
+    data, held_out = ToyPairs(24), ToyPairs(8, seed=1)
+    cfg = dict(batch_size=4, grad_accum_steps=2, max_steps=7, warmup_steps=2, eval_every=3, save_every=2)
+    full = tiny_model(dropout=0.1)
+    r_full = train(full, data, collate, config(out_dir=str(tmp_path / "full"), **cfg), eval_dataset=held_out)
+
+    # Interrupted: stops after step 5 with checkpoints 4 and 5; then "crashes" before 5 is safe.
+    part = config(out_dir=str(tmp_path / "part"), keep_checkpoints=2, **cfg)
+    r_stop = train(tiny_model(dropout=0.1), data, collate, part, eval_dataset=held_out, stop_at_step=5)
+    assert r_stop.step == 5 and r_stop.stopped_by == "stop_at_step"
+    shutil.rmtree(tmp_path / "part" / "checkpoint-5")
+    resumed = tiny_model(dropout=0.1, seed=123)  # different initial weights: they must be loaded
+    r_res = train(resumed, data, collate, part, eval_dataset=held_out, resume=True)
+
+    assert r_res.step == 7 and r_res.tokens_seen == r_full.tokens_seen
+    full_w, res_w = weights(full), weights(resumed)
+    assert all(torch.equal(full_w[k], res_w[k]) for k in full_w)
+    assert losses(r_res.records) == losses(r_full.records)  # steps 1..7, each once, equal floats
+    assert [r for r in r_res.records if "eval_loss" in r] == [r for r in r_full.records if "eval_loss" in r]
+    assert [r["step"] for r in read_metrics(tmp_path / "part")] == [r["step"] for r in read_metrics(tmp_path / "full")]
+    assert resumed.mlm.decoder.weight is resumed.bert.embeddings.word_embeddings.weight  # still tied
+
+
+class NaNAt(nn.Module):
+    """Wraps a model; its loss becomes NaN on the given forward call."""
+
+    def __init__(self, model, bad_call):
+        super().__init__()
+        self.model, self.config, self.bad_call, self.calls = model, model.config, bad_call, 0
+
+    def forward(self, **batch):
+        out = self.model(**batch)
+        self.calls += 1
+        if self.calls == self.bad_call:
+            out.loss = out.loss * float("nan")
+        return out
+
+
+def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+    model = NaNAt(tiny_model(), bad_call=5)
+    with pytest.raises(TrainingDivergedError, match="step 5") as info:
+        train(model, ToyPairs(24), fixed_collate, config(max_steps=8, save_every=2, out_dir=str(tmp_path)))
+    assert info.value.step == 5 and "checkpoint-4" in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-4", "metrics.jsonl"]
+    reloaded = NaNAt(tiny_model(seed=5), bad_call=0)
+    state = load_checkpoint(tmp_path / "checkpoint-4", reloaded)
+    assert state["step"] == 4
+    for name, w in weights(model).items():  # the NaN step made no update
+        assert torch.isfinite(w).all() and torch.equal(weights(reloaded)[name], w), name
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]
+
+
+# ---- checkpoints -------------------------------------------------------------------------------
+def test_checkpoints_are_complete_and_leave_no_temporaries(tmp_path):
+    result = train(tiny_model(), ToyPairs(16), fixed_collate,
+                   config(max_steps=5, save_every=2, keep_checkpoints=2, out_dir=str(tmp_path)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-4", "checkpoint-5", "metrics.jsonl"]
+    assert result.checkpoint == str(tmp_path / "checkpoint-5") == str(latest_checkpoint(tmp_path))
+    for ckpt in tmp_path.glob("checkpoint-*"):
+        assert sorted(p.name for p in ckpt.iterdir()) == [
+            "config.json", "model.safetensors", "train_config.json", "training_state.pt"]
+    state = torch.load(tmp_path / "checkpoint-5" / "training_state.pt", weights_only=True)
+    assert (state["step"], state["epoch"], state["batch_in_epoch"]) == (5, 1, 1)  # 4 steps per epoch
+    assert json.loads((tmp_path / "checkpoint-5" / "config.json").read_text())["hidden_size"] == 32
+
+
+def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    import bertedu.checkpoint as ckpt
+
+    real_save, calls = torch.save, []
+
+    def failing_save(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(ckpt.torch, "save", failing_save)
+    with pytest.raises(OSError, match="disk full"):
+        train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=4, save_every=1, out_dir=str(tmp_path)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1", "metrics.jsonl"]
+    assert load_checkpoint(tmp_path, tiny_model())["step"] == 1
+
+
+def test_load_checkpoint_errors_say_what_is_wrong(tmp_path):
+    train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=1, out_dir=str(tmp_path / "run")))
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        load_checkpoint(tmp_path / "nowhere", tiny_model())
+    with pytest.raises(CheckpointError, match="different model config.*hidden_size"):
+        load_checkpoint(tmp_path / "run", BertForPreTraining(tiny_config().replace(hidden_size=64)))
+    shutil.copytree(tmp_path / "run" / "checkpoint-1", tmp_path / "broken" / "checkpoint-1")
+    (tmp_path / "broken" / "checkpoint-1" / "training_state.pt").unlink()
+    with pytest.raises(CheckpointError, match="incomplete.*training_state.pt"):
+        load_checkpoint(tmp_path / "broken", tiny_model())
+    with pytest.raises(FileExistsError, match="resume=True"):  # a fresh run would overwrite it
+        train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=1, out_dir=str(tmp_path / "run")))
+
+
+def test_rng_state_round_trips_through_a_weights_only_file(tmp_path):
+    torch.save(rng_state(), tmp_path / "rng.pt")
+    draws = (random.random(), np.random.rand(), torch.rand(3))
+    set_rng_state(torch.load(tmp_path / "rng.pt", weights_only=True))
+    again = (random.random(), np.random.rand(), torch.rand(3))
+    assert draws[:2] == again[:2] and torch.equal(draws[2], again[2])
+
+
+# ---- metrics, evaluation, precision, compile ---------------------------------------------------
+def test_metrics_file_and_plot(tmp_path):
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=6, log_every=2, eval_every=3,
+                   out_dir=str(tmp_path)), eval_dataset=ToyPairs(6, seed=1))
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert records == result.records
+    train_rows = [r for r in records if "loss" in r]
+    assert [r["step"] for r in train_rows] == [2, 4, 6]
+    for r in train_rows:
+        assert {"step", "loss", "mlm_loss", "nsp_loss", "lr", "tokens_per_s", "grad_norm", "elapsed"} <= set(r)
+        assert r["loss"] == pytest.approx(r["mlm_loss"] + r["nsp_loss"], rel=1e-5) and r["tokens_per_s"] > 0
+    evals = [r for r in records if "eval_loss" in r]
+    assert [r["step"] for r in evals] == [3, 6] and evals[-1]["eval_examples"] == 6
+    assert all(0 <= r[k] <= 1 for r in evals for k in ("eval_mlm_accuracy", "eval_nsp_accuracy"))
+    png = tmp_path / "curves.png"
+    plot_metrics(tmp_path / "metrics.jsonl", png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_evaluate_is_deterministic_and_counts_labelled_positions_only():
+    model, data = tiny_model(), ToyPairs(6, seed=2)
+    first = evaluate(model, data, collate, batch_size=6, seed=3)
+    assert evaluate(model, data, collate, batch_size=6, seed=3) == first
+    batch = collate([data[i] for i in range(6)], torch.Generator().manual_seed(batch_seed(3, 0, 0)))
+    with torch.no_grad():
+        out = model.eval()(**batch)
+    labelled = batch["labels"] != -100
+    assert labelled.sum() == 6 * K
+    mlm_acc = (out.mlm_logits.argmax(-1)[labelled] == batch["labels"][labelled]).float().mean()
+    nsp_acc = (out.nsp_logits.argmax(-1) == batch["next_sentence_label"]).float().mean()
+    assert first["mlm_accuracy"] == pytest.approx(float(mlm_acc))
+    assert first["nsp_accuracy"] == pytest.approx(float(nsp_acc))
+    assert first["loss"] == pytest.approx(float(out.loss), rel=1e-6)
+
+
+def test_bf16_on_cpu_warns_and_compile_failure_falls_back_to_eager(monkeypatch):
+    eager = tiny_model()
+    train(eager, ToyPairs(8), fixed_collate, config(max_steps=2))
+
+    def broken_compile(module, *a, **k):
+        def run(**batch):
+            raise RuntimeError("no compiler here")
+        return run
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    model = tiny_model()
+    with pytest.warns(UserWarning) as caught:
+        train(model, ToyPairs(8), fixed_collate, config(max_steps=2, precision="bf16", compile=True))
+    messages = " ".join(str(w.message) for w in caught)
+    assert "CUDA only" in messages and "eager" in messages
+    assert all(torch.equal(weights(eager)[k], w) for k, w in weights(model).items())
+
+
+def test_progress_bar_shows_loss_speed_and_eta(capsys):
+    train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=3, progress=True))
+    err = capsys.readouterr().err
+    assert "3/3" in err and "loss=" in err and "tok_s=" in err and "<00:00" in err  # elapsed<remaining
+    train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=3, progress=False))
+    assert capsys.readouterr().err == ""
+
+
+# ---- DistributedDataParallel -------------------------------------------------------------------
+DDP_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+torch.set_num_threads(1)
+from test_train import ToyPairs, collate, config, fixed_collate, tiny_model
+from bertedu.train import train
+# two runs in one script (the process group, made by the first, serves both):
+# fixed masks, then random masks; batch 4 per process
+train(tiny_model(), ToyPairs(24), fixed_collate, config(batch_size=4, max_steps=3, out_dir=sys.argv[1] + "/fixed"))
+train(tiny_model(), ToyPairs(24), collate, config(batch_size=4, max_steps=3, out_dir=sys.argv[1] + "/random"))
+"""
+
+
+def run_torchrun(script: Path, *args: str, timeout: float = 120) -> None:
+    """`torchrun --nproc_per_node=2 --standalone script args` on CPU; kill it all if it hangs."""
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_PORT")}
+    env.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone", str(script), *args]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, so workers die with it
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"torchrun did not finish within {timeout} s")
+    assert proc.returncode == 0, err[-3000:]
+
+
+def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
+    script = tmp_path / "ddp_run.py"
+    script.write_text(DDP_SCRIPT.format(tests=str(Path(__file__).parent)))
+    run_torchrun(script, str(tmp_path))
+
+    # 2 processes x batch 4 == 1 process x batch 8 (fixed masks: one collate call or two agree)
+    single = tiny_model()
+    r_single = train(single, ToyPairs(24), fixed_collate, config(batch_size=8, max_steps=3))
+    two = tiny_model(seed=99)
+    load_checkpoint(tmp_path / "fixed", two)
+    for name, w in weights(single).items():
+        torch.testing.assert_close(weights(two)[name], w, atol=1e-5, rtol=0, msg=name)
+    ddp_records = read_metrics(tmp_path / "fixed")  # written by process 0 only: 3 lines, not 6
+    assert [r["step"] for r in ddp_records] == [1, 2, 3]
+    for a, b in zip(ddp_records, r_single.records):
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-5) and a["tokens"] == b["tokens"]
+
+    # random masks: 2 processes x batch 4 == 1 process x batch 4 x 2 micro-batches, because
+    # collate's generator is seeded by the slot (micro-batch * world_size + rank)
+    accum = tiny_model()
+    train(accum, ToyPairs(24), collate, config(batch_size=4, grad_accum_steps=2, max_steps=3))
+    load_checkpoint(tmp_path / "random", two)
+    for name, w in weights(accum).items():
+        torch.testing.assert_close(weights(two)[name], w, atol=1e-5, rtol=0, msg=name)
