@@ -7,6 +7,26 @@ from .config import BertConfig
 from .encoder import BertModel
 from .heads import BertForPreTraining
 from .outputs import BertModelOutput, BertPreTrainingOutput
+from .tasks import (
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    QuestionAnsweringOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
 
-__all__ = ["BertConfig", "BertModel", "BertForPreTraining", "BertModelOutput", "BertPreTrainingOutput"]
+__all__ = [
+    "BertConfig",
+    "BertModel",
+    "BertForPreTraining",
+    "BertModelOutput",
+    "BertPreTrainingOutput",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertForQuestionAnswering",
+    "SequenceClassifierOutput",
+    "TokenClassifierOutput",
+    "QuestionAnsweringOutput",
+]
 __version__ = "0.1.0"
