@@ -118,3 +118,12 @@ def test_training_loop_tells_the_data_set_each_epoch():
     data = _EpochRecorder()
     train(Net(), data, lambda ex, g: {"x": torch.tensor(ex)}, TrainConfig(max_steps=6, batch_size=2, progress=False))
     assert data.epochs[:3] == [0, 1, 2]
+
+
+def test_chinese_whole_word_run_uses_a_character_vocabulary(tmp_path):
+    out = tmp_path / "zh"
+    result = pretrain(PretrainConfig(preset="tiny", corpus="peoples-daily-zh", max_documents=40, steps=2, batch_size=4,
+                                     max_seq_length=64, whole_word=True, out=str(out), progress=False))
+    assert result.step == 2
+    _, tok = load_pretrained(out)
+    assert tok.tokenize("人民日报") == ["人", "民", "日", "报"]  # one token per character
