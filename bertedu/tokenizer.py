@@ -781,11 +781,19 @@ def train_wordpiece(
     if out_path is None:
         return vocab
 
+    return write_vocab(tokens, out_path)
+
+
+def write_vocab(tokens: list[str], out_path: str | os.PathLike) -> Path:
+    """Write tokens one per line, id = line number, as BERT's vocab.txt; return its Path.
+
+    `out_path` is a file or a folder (then `vocab.txt` inside it). Written to a temporary
+    file and renamed, so a crash never leaves half a vocabulary.
+    """
     out_path = Path(out_path)
     if out_path.is_dir():
         out_path = out_path / "vocab.txt"
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    # Write to a temporary file and rename, so a crash never leaves half a vocabulary.
     fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=".vocab-", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
         handle.write("".join(token + "\n" for token in tokens))

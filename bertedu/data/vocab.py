@@ -19,12 +19,12 @@ from __future__ import annotations
 import itertools
 import os
 import string
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from bertedu.tokenizer import (
+    write_vocab,
     CONTINUATION_PREFIX,
     SPECIAL_TOKENS,
     basic_tokenize,
@@ -116,16 +116,3 @@ def build_char_vocab(
     if out_path is None:
         return vocab
     return write_vocab(tokens, out_path)
-
-
-def write_vocab(tokens: list[str], out_path: str | os.PathLike) -> Path:
-    """Write tokens one per line as BERT's vocab.txt (atomically) and return its Path."""
-    out_path = Path(out_path)
-    if out_path.is_dir():
-        out_path = out_path / "vocab.txt"
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=".vocab-", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-        handle.write("".join(token + "\n" for token in tokens))
-    os.replace(tmp, out_path)  # a crash never leaves half a vocabulary
-    return out_path
