@@ -1,7 +1,11 @@
-"""Data for BERT: pretraining examples (NSP pairs), MLM masking, collators.
+"""Data for BERT: corpora, pretraining examples (NSP pairs), MLM masking, collators, tasks.
 
     from bertedu.data import mask_tokens, create_pretraining_examples, PretrainingDataset
+    from bertedu.data import load_corpus, load_task
 """
+
+from .corpora import Corpus, load_corpus
+from .formats import QAExample, TaggingExample, TaskData, TextClassificationExample
 
 from .masking import IGNORE_INDEX, mask_tokens, segmented_word_ids, wordpiece_word_ids
 from .pretraining import (
@@ -12,8 +16,17 @@ from .pretraining import (
     create_pretraining_examples,
     example_generator,
 )
+from .task_data import TASKS, load_task
 
 __all__ = [
+    "Corpus",
+    "load_corpus",
+    "TaskData",
+    "TextClassificationExample",
+    "TaggingExample",
+    "QAExample",
+    "TASKS",
+    "load_task",
     "mask_tokens",
     "wordpiece_word_ids",
     "segmented_word_ids",
