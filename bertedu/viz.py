@@ -2,7 +2,7 @@
 
 Every function draws on a matplotlib Axes (made if not given) and returns it, so
 notebooks can compose figures; `save_figure` writes a small PNG into figures/.
-Introduced in notebooks 02-04.
+Introduced in notebooks 02-04; MLM masking pictures and the masking explorer in notebook 05.
 """
 
 from __future__ import annotations
@@ -198,3 +198,233 @@ def token_strip(
     if title:
         ax.set_title(title)
     return ax
+
+
+# ----------------------------------------------------------------------------------------
+# MLM masking pictures (introduced in notebook 05)
+# ----------------------------------------------------------------------------------------
+
+# What happened to each token, as `masking_outcomes` codes it.
+MASKING_OUTCOMES = (
+    "not selected",
+    "selected → [MASK]",
+    "selected → random",
+    "selected → kept",
+    "special (never selected)",
+)
+MASKING_COLOURS = ("#f2f2f2", "#4c72b0", "#dd8452", "#55a868", "#c8c8c8")
+
+
+def masking_outcomes(
+    input_ids: torch.Tensor,
+    masked_ids: torch.Tensor,
+    labels: torch.Tensor,
+    mask_token_id: int,
+    special_tokens_mask: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Code each token by what masking did to it (indices into `MASKING_OUTCOMES`).
+
+    0 not selected, 1 selected and replaced by [MASK], 2 selected and replaced by another
+    token, 3 selected and left unchanged, 4 special (where `special_tokens_mask` is 1).
+    Any shape; labels are -100 where not selected (`bertedu.data.mask_tokens`). A random
+    replacement that happens to draw the original token (1 in ~30k) counts as kept.
+    """
+    input_ids, masked_ids, labels = (torch.as_tensor(t) for t in (input_ids, masked_ids, labels))
+    selected = labels != -100
+    codes = torch.zeros_like(input_ids)
+    codes[selected & (masked_ids == mask_token_id)] = 1
+    codes[selected & (masked_ids != mask_token_id) & (masked_ids != input_ids)] = 2
+    codes[selected & (masked_ids == input_ids)] = 3
+    if special_tokens_mask is not None:
+        codes[torch.as_tensor(special_tokens_mask).bool()] = 4
+    return codes
+
+
+def masking_legend(ax, outcomes: Sequence[int] = (1, 2, 3, 0, 4), ncol: int = 5, **kwargs):
+    """A legend of masking outcome colours below `ax`."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor=MASKING_COLOURS[o], edgecolor="#999999", label=MASKING_OUTCOMES[o]) for o in outcomes]
+    options = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "ncol": ncol, "frameon": False, "fontsize": 8}
+    options.update(kwargs)
+    return ax.legend(handles=handles, **options)
+
+
+def _glyph_filter(family: str = "monospace"):
+    """A function that replaces the characters no available font can draw with "?".
+
+    Random replacements can be any token of the vocabulary (Japanese, Arabic, ...);
+    drawing one with a font that lacks it gives a box and a warning. The fonts asked
+    are `family` and the named fonts of rcParams["font.family"] (e.g. a CJK font that
+    `use_cjk_font` added), which matplotlib also falls back to.
+    """
+    import matplotlib as mpl
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    names = [family] + [f for f in mpl.rcParams["font.family"] if f not in ("serif", "sans-serif", "monospace", "cursive", "fantasy")]
+    charmaps = []
+    for name in names:
+        try:
+            path = font_manager.findfont(font_manager.FontProperties(family=name), fallback_to_default=False)
+            charmaps.append(FT2Font(path).get_charmap())
+        except (ValueError, OSError, RuntimeError):
+            continue
+
+    def drawable(text: str) -> str:
+        return "".join(c if any(ord(c) in m for m in charmaps) else "?" for c in text)
+
+    return names, drawable
+
+
+def masking_strip(
+    original_tokens: Sequence[str],
+    input_tokens: Sequence[str],
+    outcomes: Sequence[int],
+    ax=None,
+    title: Optional[str] = None,
+    line_chars: int = 110,
+    legend: bool = True,
+):
+    """A masked sequence as coloured cells: what the text was, and what the model sees.
+
+    Tokens flow like text, wrapped every `line_chars` characters; each line shows the
+    original tokens on top and the model's input below, each cell coloured by its outcome
+    (`masking_outcomes`: not selected / [MASK] / random / kept / special).
+    Introduced in notebook 05.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    T = len(original_tokens)
+    outcomes = [int(o) for o in (outcomes.tolist() if hasattr(outcomes, "tolist") else outcomes)]
+    if len(input_tokens) != T or len(outcomes) != T:
+        raise ValueError(f"need one input token and one outcome per token: {T}, {len(input_tokens)}, {len(outcomes)}")
+    families, drawable = _glyph_filter()
+    original_tokens = [drawable(t) for t in original_tokens]
+    input_tokens = [drawable(t) for t in input_tokens]
+    label_chars = 7  # room for the row names "original" / "input"
+    # Lay the cells out in character units, wrapping like text.
+    cells, x, line = [], 0.0, 0
+    for orig, inp in zip(original_tokens, input_tokens):
+        width = max(len(orig), len(inp)) + 1.2
+        if x > 0 and x + width > line_chars:
+            x, line = 0.0, line + 1
+        cells.append((x, line, width))
+        x += width + 0.3
+    n_lines = line + 1
+    used_chars = max((x + width for x, _, width in cells), default=1.0)  # the widest line
+    row_height, line_height = 1.0, 2.6  # two rows per line, and a gap
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.078 * (used_chars + label_chars) + 0.3, 0.36 * line_height * n_lines + 0.5))
+    for (x, line, width), orig, inp, outcome in zip(cells, original_tokens, input_tokens, outcomes):
+        y = -line * line_height
+        for row, text in ((0, orig), (1, inp)):
+            top = y - row * (row_height + 0.1)
+            ax.add_patch(
+                Rectangle((label_chars + x, top - row_height), width, row_height,
+                          facecolor=MASKING_COLOURS[outcome], edgecolor="#999999", linewidth=0.5)
+            )
+            dark = outcome in (1, 2, 3)
+            ax.text(label_chars + x + width / 2, top - row_height / 2, text, ha="center", va="center",
+                    fontsize=7.5, family=families, color="white" if dark else "black")
+    for line in range(n_lines):
+        y = -line * line_height
+        ax.text(label_chars - 0.5, y - row_height / 2, "original", ha="right", va="center", fontsize=7, color="#555555")
+        ax.text(label_chars - 0.5, y - 1.5 * row_height - 0.1, "input", ha="right", va="center", fontsize=7, color="#555555")
+    ax.set_xlim(0, label_chars + used_chars)
+    ax.set_ylim(-(n_lines - 1) * line_height - 2 * row_height - 0.2, 0.1)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=10)
+    if legend:
+        masking_legend(ax)
+    return ax
+
+
+def draw_masking(
+    tokenizer,
+    text: str,
+    seed: int = 0,
+    mlm_probability: float = 0.15,
+    whole_word: bool = False,
+    ax=None,
+    title: Optional[str] = None,
+    max_length: int = 128,
+    line_chars: int = 110,
+    legend: bool = True,
+):
+    """Encode `text`, mask it with `bertedu.data.mask_tokens` and draw it with `masking_strip`.
+
+    The mask is drawn from `torch.Generator().manual_seed(seed)`, so a seed always gives
+    the same picture. With `whole_word`, the pieces of a word (`una ##ffa ##ble`) are
+    selected together (each Chinese character counts as a word here: typed text has no
+    word segmentation). What `masking_explorer` redraws. Introduced in notebook 05.
+    """
+    from bertedu.data import mask_tokens, wordpiece_word_ids
+
+    enc = tokenizer.encode(text, max_length=max_length, truncation="longest_first")
+    input_ids = torch.tensor(enc.input_ids)  # (T,)
+    special = torch.tensor(enc.special_tokens_mask).bool()  # (T,)
+    masked, labels = mask_tokens(
+        input_ids,
+        special,
+        mask_token_id=tokenizer.mask_token_id,
+        vocab_size=tokenizer.vocab_size,
+        special_ids=tokenizer.special_ids,
+        mlm_probability=mlm_probability,
+        generator=torch.Generator().manual_seed(int(seed)),
+        word_ids=wordpiece_word_ids(enc.tokens) if whole_word else None,
+    )
+    outcomes = masking_outcomes(input_ids, masked, labels, tokenizer.mask_token_id, special)
+    if title is None:
+        n = int((labels != -100).sum())
+        kind = " (whole words)" if whole_word else ""
+        title = f"p = {mlm_probability:.2f}, seed {seed}{kind}: {n} of {int((~special).sum())} tokens selected"
+    return masking_strip(
+        enc.tokens, tokenizer.convert_ids_to_tokens(masked), outcomes, ax=ax, title=title, line_chars=line_chars,
+        legend=legend,
+    )
+
+
+def masking_explorer(
+    tokenizer,
+    text: str = "The quick brown fox jumps over the unaffable dog.",
+    seed: int = 0,
+    mlm_probability: float = 0.15,
+    whole_word: bool = False,
+):
+    """An ipywidgets explorer of MLM masking: type a sentence, move the seed and the probability.
+
+    Returns a widget box to display (the last expression of a notebook cell): a text box,
+    a seed slider, a probability slider, a whole-word checkbox, and the `draw_masking`
+    picture, redrawn on every change. Needs `ipywidgets` and a live kernel.
+    Introduced in notebook 05.
+    """
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    text_box = widgets.Text(
+        value=text, description="sentence", continuous_update=False, layout=widgets.Layout(width="95%")
+    )
+    seed_slider = widgets.IntSlider(value=seed, min=0, max=100, description="seed", continuous_update=False)
+    p_slider = widgets.FloatSlider(
+        value=mlm_probability, min=0.0, max=1.0, step=0.05, description="probability",
+        readout_format=".2f", continuous_update=False,
+    )
+    whole_box = widgets.Checkbox(value=whole_word, description="whole-word masking")
+    out = widgets.Output()
+
+    def redraw(_=None):
+        with out:
+            out.clear_output(wait=True)
+            if not text_box.value.strip():
+                print("Type a sentence.")
+                return
+            draw_masking(tokenizer, text_box.value, seed_slider.value, p_slider.value, whole_box.value)
+            plt.show()
+
+    for widget in (text_box, seed_slider, p_slider, whole_box):
+        widget.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([text_box, widgets.HBox([seed_slider, p_slider, whole_box]), out])
