@@ -1,10 +1,11 @@
-"""`bertedu` on the command line: pretrain, fill-mask (and more as the course grows).
+"""`bertedu` on the command line: pretrain, finetune, fill-mask.
 
 The flags of `bertedu pretrain` are built from `PretrainConfig`'s fields, so the command
 line and the Python API cannot drift apart.
 
     bertedu pretrain --preset mini --corpus wiki-en --steps 2000 --out runs/mini-en
     bertedu fill-mask runs/mini-en "the capital of france is [MASK] ."
+    bertedu finetune --task sentiment-zh --init runs/mini-zh --out runs/ft-sentiment
 """
 
 from __future__ import annotations
@@ -64,6 +65,54 @@ PRETRAIN_HELP = {
 }
 
 
+def _finetune_help() -> dict:
+    """Help for each `bertedu finetune` flag (a function: TASKS is read from bertedu.data)."""
+    from .data.task_data import EMBEDDED_TASKS, HF_TASKS
+
+    return {
+        "task": f"what to fine-tune on: an embedded task ({', '.join(EMBEDDED_TASKS)}; offline), a canonical one "
+                f"({', '.join(HF_TASKS)}; Hugging Face datasets, needs a network the first time), or a PATH to "
+                "GLUE .tsv / CoNLL / SQuAD .json files (a folder with train/dev/test files, or one file)",
+        "init": "where the encoder comes from: minilm (the real all-MiniLM-L6-v2 weights and vocabulary), "
+                "a `bertedu pretrain --out` folder (its latest checkpoint and vocab.txt), or random "
+                "(no pretraining: the control) (default: minilm)",
+        "out": "output folder: vocab.txt, checkpoint-<step>/, metrics.jsonl, metrics.png, model/ (the best "
+               "weights), predictions_dev.jsonl, predictions_test.jsonl, results.json (default: runs/finetune)",
+        "preset": f"model size for --init random: {', '.join(PRESETS)} (default: mini, the size `bertedu "
+                  "pretrain` trains by default)",
+        "vocab": "vocab.txt for --init random (default: MiniLM's 30,522 pieces for English; for Chinese, one "
+                 "token per character of the task's training text)",
+        "max_seq_length": "tokens per input, specials included; longer inputs are truncated, QA contexts are "
+                          "cut into windows (default: 128; 384 for QA)",
+        "doc_stride": "QA: context tokens between the starts of two consecutive windows (default: 128)",
+        "max_query_length": "QA: question pieces kept (default: 64)",
+        "max_answer_length": "QA: longest answer span, in tokens (default: 30)",
+        "epochs": "passes over the training set; the paper uses 2-4 (default: 3)",
+        "steps": "optimiser steps instead of --epochs",
+        "batch_size": "examples (QA: windows) per step; the paper uses 16 or 32 (default: 32)",
+        "lr": "peak learning rate of AdamW (default: 5e-5 from a pretrained encoder, the paper's grid being "
+              "5e-5/3e-5/2e-5; 1e-4 from random; 1e-3 with --freeze-encoder)",
+        "warmup_ratio": "fraction of the steps spent warming the learning rate up, before its linear decay "
+                        "to 0 (default: 0.1)",
+        "weight_decay": "AdamW weight decay, never on biases and LayerNorm (default: 0.01)",
+        "max_train": "use at most N training examples (a seeded subsample, for quick CPU runs)",
+        "max_eval": "use at most N examples of each of dev and test (a seeded subsample)",
+        "data_seed": "seed of the task's train/dev/test split and of the subsamples; keep it fixed to compare "
+                     "runs (default: 0)",
+        "eval_every": "score the dev set every N steps (0: once per epoch); the best weights are kept "
+                      "(default: 0)",
+        "patience": "early stopping: stop after N dev evaluations without improvement (default: never)",
+        "freeze_encoder": "feature-based use: train the head only, on a frozen encoder (with mean pooling for "
+                          "classification, as sentence-BERT)",
+        "pooling": "classification: pooler (BERT's tanh(dense([CLS]))) or mean (of the real tokens) "
+                   "(default: mean with --freeze-encoder, else pooler)",
+        "precision": "auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16 (default: auto)",
+        "seed": "seed for the head's initialisation, dropout and data order (default: 0)",
+        "log_every": "log the training loss every N steps (default: 10)",
+        "progress": "show a progress bar and a line per dev evaluation (use --no-progress in logs)",
+    }
+
+
 def parse_duration(text: str) -> float:
     """'90' or '90s' -> 90.0; '45m' -> 2700.0; '2h' -> 7200.0."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*", text)
@@ -104,6 +153,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataclass_flags(p, PretrainConfig, PRETRAIN_HELP)
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
 
+    from .data.task_data import TASKS
+    from .finetune import FinetuneConfig
+
+    ft = sub.add_parser(
+        "finetune", help="fine-tune a BERT on a downstream task: " + ", ".join(TASKS) + ", or a PATH",
+        description="Fine-tune an encoder with a task head (classification, tagging or extractive QA) on the "
+                    "shared training loop: AdamW, warm-up then linear decay, dev evaluations with early "
+                    "stopping, the best weights kept. Prints dev and test metrics; writes predictions. "
+                    "Tasks: " + ", ".join(TASKS) + ", or a PATH.",
+    )
+    _add_dataclass_flags(ft, FinetuneConfig, _finetune_help())
+
     f = sub.add_parser("fill-mask", help="top predictions for each [MASK] in a text, from a pretraining run")
     f.add_argument("run", help="a `bertedu pretrain --out` folder")
     f.add_argument("text", nargs="+", help="text with one or more [MASK]")
@@ -127,6 +188,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "elapsed_s": round(result.elapsed_s, 1), "stopped_by": result.stopped_by,
                    "checkpoint": result.checkpoint, "eval": result.eval}
         print(json.dumps(summary, indent=2))
+        return 0
+    if args.command == "finetune":
+        from .finetune import FinetuneConfig, finetune, results_table
+
+        names = {f.name for f in dataclasses.fields(FinetuneConfig)}
+        try:
+            cfg = FinetuneConfig(**{k: v for k, v in vars(args).items() if k in names})
+        except ValueError as err:
+            print(f"bertedu finetune: {err}", file=sys.stderr)
+            return 2
+        results = finetune(cfg)
+        print(f"{results['task']} from {results['init']}: best dev at step {results['best_step']} of "
+              f"{results['steps']}{' (stopped early)' if results['stopped_early'] else ''}; results in {cfg.out}")
+        print(results_table(results))
         return 0
     if args.command == "fill-mask":
         from .pretrain import fill_mask, load_pretrained
