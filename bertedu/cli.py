@@ -169,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("run", help="a `bertedu pretrain --out` folder")
     f.add_argument("text", nargs="+", help="text with one or more [MASK]")
     f.add_argument("--top-k", type=int, default=5, help="predictions shown per [MASK] (default: 5)")
+    f.add_argument("--untrained", action="store_true",
+                   help="also show the same architecture with random weights (seed 0), for comparison")
     return parser
 
 
@@ -207,11 +209,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from .pretrain import fill_mask, load_pretrained
 
         model, tokenizer = load_pretrained(args.run)
+        models = [("trained", model)]
+        if args.untrained:
+            import torch
+
+            from .heads import BertForPreTraining
+
+            torch.manual_seed(0)
+            models.append(("untrained", BertForPreTraining(model.config).eval()))
         for text in args.text:
             print(text)
-            for i, preds in enumerate(fill_mask(model, tokenizer, text, args.top_k)):
-                shown = "  ".join(f"{tok} {p:.3f}" for tok, p in preds)
-                print(f"  [MASK] {i + 1}: {shown}")
+            for name, m in models:
+                for i, preds in enumerate(fill_mask(m, tokenizer, text, args.top_k)):
+                    shown = "  ".join(f"{tok} {p:.3f}" for tok, p in preds)
+                    label = f"{name} " if len(models) > 1 else ""
+                    print(f"  {label}[MASK] {i + 1}: {shown}")
         return 0
     return 2
 

@@ -127,3 +127,11 @@ def test_chinese_whole_word_run_uses_a_character_vocabulary(tmp_path):
     assert result.step == 2
     _, tok = load_pretrained(out)
     assert tok.tokenize("人民日报") == ["人", "民", "日", "报"]  # one token per character
+
+
+def test_fill_mask_command_compares_with_an_untrained_model(tiny_run, capsys):
+    assert main(["fill-mask", str(tiny_run), "the [MASK] of the city .", "--top-k", "3", "--untrained"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "the [MASK] of the city ."
+    assert lines[1].startswith("  trained [MASK] 1: ") and lines[2].startswith("  untrained [MASK] 1: ")
+    assert len(lines[1].split("  ")) == 1 + 3  # the indent, then three "token probability" predictions
