@@ -174,16 +174,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _config_from_args(cls, args: argparse.Namespace):
+    """The config dataclass from the parsed flags; None (after printing why) if it is invalid."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    try:
+        return cls(**{k: v for k, v in vars(args).items() if k in names})
+    except ValueError as err:
+        print(f"bertedu {args.command}: {err}", file=sys.stderr)
+        return None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "pretrain":
         from .pretrain import PretrainConfig, pretrain
 
-        names = {f.name for f in dataclasses.fields(PretrainConfig)}
-        try:
-            cfg = PretrainConfig(**{k: v for k, v in vars(args).items() if k in names})
-        except ValueError as err:
-            print(f"bertedu pretrain: {err}", file=sys.stderr)
+        cfg = _config_from_args(PretrainConfig, args)
+        if cfg is None:
             return 2
         result = pretrain(cfg, resume=args.resume)
         summary = {"step": result.step, "loss": result.loss, "tokens": result.tokens_seen,
@@ -194,11 +201,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command == "finetune":
         from .finetune import FinetuneConfig, finetune, results_table
 
-        names = {f.name for f in dataclasses.fields(FinetuneConfig)}
-        try:
-            cfg = FinetuneConfig(**{k: v for k, v in vars(args).items() if k in names})
-        except ValueError as err:
-            print(f"bertedu finetune: {err}", file=sys.stderr)
+        cfg = _config_from_args(FinetuneConfig, args)
+        if cfg is None:
             return 2
         results = finetune(cfg)
         print(f"{results['task']} from {results['init']}: best dev at step {results['best_step']} of "
