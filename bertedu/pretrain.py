@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -95,17 +97,34 @@ def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
     path = out / VOCAB_NAME
     if path.exists():
         return path
+    if int(os.environ.get("RANK", "0")) != 0:
+        # Under torchrun only process 0 trains the vocabulary (training is not
+        # deterministic in tie order, so each process must read the same file); the
+        # others wait for it. write_vocab renames a finished file into place.
+        deadline = time.monotonic() + 1800
+        while not path.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"process 0 did not write {path} within 30 minutes")
+            time.sleep(1.0)
+        return path
     if cfg.init_from:  # phase 2 reads text exactly as phase 1 did
-        shutil.copyfile(Path(cfg.init_from) / VOCAB_NAME, path)
+        _copy_atomic(Path(cfg.init_from) / VOCAB_NAME, path)
     elif cfg.vocab == "minilm":
-        shutil.copyfile(minilm_vocab_path(), path)
+        _copy_atomic(minilm_vocab_path(), path)
     elif cfg.vocab:
-        shutil.copyfile(cfg.vocab, path)
+        _copy_atomic(Path(cfg.vocab), path)
     elif corpus.lang == "zh":
         build_char_vocab(corpus, path, min_count=2, max_documents=cfg.max_documents)
     else:
         build_vocab(corpus, cfg.vocab_size, path, max_documents=cfg.max_documents)
     return path
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    """Copy, then rename into place: a reader never sees half a file."""
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
 
 
 def corpus_documents(cfg: PretrainConfig, corpus) -> list:

@@ -135,3 +135,17 @@ def test_fill_mask_command_compares_with_an_untrained_model(tiny_run, capsys):
     assert lines[0] == "the [MASK] of the city ."
     assert lines[1].startswith("  trained [MASK] 1: ") and lines[2].startswith("  untrained [MASK] 1: ")
     assert len(lines[1].split("  ")) == 1 + 3  # the indent, then three "token probability" predictions
+
+
+def test_under_torchrun_only_process_zero_builds_the_vocabulary(tmp_path, monkeypatch):
+    """Other processes wait for process 0's vocab.txt instead of training their own."""
+    import threading
+
+    from bertedu.pretrain import prepare_vocab
+
+    monkeypatch.setenv("RANK", "1")
+    cfg = PretrainConfig(preset="tiny", steps=1, out=str(tmp_path))
+    writer = threading.Timer(0.5, lambda: (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n"))
+    writer.start()
+    assert prepare_vocab(cfg, corpus=None, out=tmp_path) == tmp_path / "vocab.txt"  # corpus never read
+    writer.join()
