@@ -72,9 +72,10 @@ class BertForPreTraining(nn.Module):
         self.bert = BertModel(config)
         self.mlm = BertMLMHead(config, self.bert.embeddings.word_embeddings)
         self.nsp = BertNSPHead(config)
-        for head in (self.mlm, self.nsp):
-            head.apply(lambda m: init_bert_weights(m, config.initializer_range))
-        self.mlm.decoder.weight = self.bert.embeddings.word_embeddings.weight  # re-tie after init
+        # The decoder's weight is the (already initialised) word-embedding matrix: only
+        # the heads' own layers are initialised here, so the [PAD] row stays zero.
+        for layer in (self.mlm.dense, self.mlm.layer_norm, self.nsp):
+            layer.apply(lambda m: init_bert_weights(m, config.initializer_range))
         nn.init.zeros_(self.mlm.decoder.bias)
 
     def forward(

@@ -132,3 +132,9 @@ def test_attention_kernel_switch_keeps_outputs():
     torch.testing.assert_close(a[real], b[real], atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="unknown attention kernel"):
         model.set_attn_implementation("magic")
+
+
+def test_heads_do_not_reinitialise_the_tied_embeddings():
+    model = BertForPreTraining(BertConfig.tiny(vocab_size=100))
+    assert torch.all(model.bert.embeddings.word_embeddings.weight[0] == 0)  # [PAD] row
+    assert torch.all(model.mlm.decoder.bias == 0)
