@@ -50,6 +50,11 @@ PRETRAIN_HELP = {
     "short_seq_prob": "probability of a shorter target length, so the model also sees short inputs "
                       "(default: 0.1)",
     "max_documents": "read only the first N documents of the corpus",
+    "stream": "for corpora larger than memory: write the examples to OUT/examples/ shard by shard "
+              "(one shard of documents in memory at a time) and train from them memory-mapped; "
+              "held-out documents are chosen by a hash of their position",
+    "shard_documents": "with --stream, documents per shard; NotNext segments come from the same shard "
+                       "(default: 10000)",
     "eval_documents": "fraction of documents held out to measure MLM and NSP accuracy (default: 0.05)",
     "max_eval_examples": "held-out examples evaluated (default: 512)",
     "init_from": "a previous run's folder to start from (phase 2 at --max-seq-length 512); its vocab.txt is reused",

@@ -8,6 +8,7 @@ notebook calls it directly. Everything a run makes lands in one output folder:
     out/checkpoint-<step>/    weights (safetensors), config, optimiser/RNG/data position
     out/metrics.jsonl         training and held-out metrics, one JSON record a line
     out/metrics.png           loss and accuracy curves
+    out/examples/             with stream=True: the training pairs on disk (bertedu.data.stream)
 
 The paper's two phases are two commands: 90% of the steps at sequence length 128, then
 10% at 512 starting from the first phase's weights (`init_from`), which `--max-seq-length
@@ -17,6 +18,7 @@ The paper's two phases are two commands: 90% of the steps at sequence length 128
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import random
@@ -65,6 +67,10 @@ class PretrainConfig:
     whole_word: bool = False
     short_seq_prob: float = 0.1
     max_documents: Optional[int] = None
+    # corpora larger than memory: examples written to out/examples/ shard by shard, then
+    # read memory-mapped (bertedu.data.stream)
+    stream: bool = False
+    shard_documents: int = 10_000
     eval_documents: float = 0.05  # fraction of documents held out for MLM/NSP accuracy
     max_eval_examples: int = 512
     # model and hardware
@@ -101,11 +107,7 @@ def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
         # Under torchrun only process 0 trains the vocabulary (training is not
         # deterministic in tie order, so each process must read the same file); the
         # others wait for it. write_vocab renames a finished file into place.
-        deadline = time.monotonic() + 1800
-        while not path.exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"process 0 did not write {path} within 30 minutes")
-            time.sleep(1.0)
+        _wait_for(path)
         return path
     if cfg.init_from:  # phase 2 reads text exactly as phase 1 did
         _copy_atomic(Path(cfg.init_from) / VOCAB_NAME, path)
@@ -120,6 +122,15 @@ def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
     return path
 
 
+def _wait_for(path: Path, timeout_s: float = 6 * 3600) -> None:
+    """Wait until process 0 has renamed `path` into place (other torchrun processes)."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"process 0 did not write {path} within {timeout_s / 3600:.0f} hours")
+        time.sleep(1.0)
+
+
 def _copy_atomic(src: Path, dst: Path) -> None:
     """Copy, then rename into place: a reader never sees half a file."""
     tmp = dst.with_name(f".{dst.name}.tmp")
@@ -127,8 +138,9 @@ def _copy_atomic(src: Path, dst: Path) -> None:
     os.replace(tmp, dst)
 
 
-def corpus_documents(cfg: PretrainConfig, corpus) -> list:
-    """The documents to pretrain on. For Chinese whole-word masking, the corpus's own words."""
+def document_stream(cfg: PretrainConfig, corpus):
+    """The documents to pretrain on, read lazily. For Chinese whole-word masking, the
+    corpus's own words."""
     import itertools
 
     if cfg.whole_word and cfg.corpus == "peoples-daily-zh":
@@ -137,7 +149,68 @@ def corpus_documents(cfg: PretrainConfig, corpus) -> list:
         docs = ([[w for w, _ in sentence] for sentence in doc] for doc in peoples_daily_words())
     else:
         docs = iter(corpus)
-    return list(itertools.islice(docs, cfg.max_documents))
+    return itertools.islice(docs, cfg.max_documents)
+
+
+def corpus_documents(cfg: PretrainConfig, corpus) -> list:
+    """The documents to pretrain on, as a list (see `document_stream`)."""
+    return list(document_stream(cfg, corpus))
+
+
+def is_held_out(index: int, fraction: float, seed: int) -> bool:
+    """Streaming's held-out rule: document `index` is held out with probability `fraction`,
+    decided by a hash of (seed, index) alone, so the split needs no look at the corpus."""
+    digest = hashlib.blake2b(f"bertedu-heldout:{seed}:{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2**64 < fraction
+
+
+def streamed_documents(cfg: PretrainConfig, corpus, held_out: list, max_held_out: int = 2000):
+    """Yield the training documents of the stream; put the held-out ones into `held_out`
+    (at most `max_held_out` kept: the evaluation needs only `max_eval_examples` pairs)."""
+    for index, document in enumerate(document_stream(cfg, corpus)):
+        if is_held_out(index, cfg.eval_documents, cfg.seed):
+            if len(held_out) < max_held_out:
+                held_out.append(document)
+        else:
+            yield document
+
+
+def streamed_dataset(cfg: PretrainConfig, corpus, tokenizer, out: Path):
+    """Training pairs in out/examples/ (built once, reused on --resume) and the held-out
+    documents, for `stream=True`."""
+    from .data import PretrainingDataset
+    from .data.stream import ExampleStore, write_pretraining_examples
+
+    folder = out / "examples"
+    held_out: list = []
+    documents = streamed_documents(cfg, corpus, held_out)
+    if int(os.environ.get("RANK", "0")) != 0:
+        # Under torchrun process 0 writes the store; the others wait for its folder (renamed
+        # into place when complete) and meanwhile read the stream for the held-out documents.
+        for _ in documents:
+            pass
+        _wait_for(folder / "meta.json")
+    if folder.exists():
+        for _ in documents:  # the store exists: only collect the held-out documents
+            pass
+        store = ExampleStore(folder)
+        store.check(tokenizer, cfg.max_seq_length)
+    else:
+        store = write_pretraining_examples(
+            documents, tokenizer, folder, cfg.max_seq_length, cfg.short_seq_prob, seed=cfg.seed,
+            shard_documents=cfg.shard_documents, progress=cfg.progress,
+        )
+    if len(held_out) < 2:
+        raise ValueError(
+            f"only {len(held_out)} document(s) were held out for evaluation: raise --eval-documents "
+            "or use a corpus with more documents"
+        )
+    dataset = PretrainingDataset(
+        store, mask_token_id=tokenizer.mask_token_id, vocab_size=tokenizer.vocab_size,
+        pad_token_id=tokenizer.pad_token_id, special_ids=sorted(tokenizer.special_ids),
+        masking=cfg.masking, dupe_factor=cfg.dupe_factor, whole_word=cfg.whole_word, seed=cfg.seed,
+    )
+    return dataset, held_out
 
 
 def split_documents(documents: list, fraction: float, seed: int) -> tuple[list, list]:
@@ -166,11 +239,14 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     tokenizer = load_vocab_tokenizer(prepare_vocab(cfg, corpus, out), impl="fast")
     (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
 
-    train_docs, eval_docs = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, cfg.seed)
     common = dict(max_seq_length=cfg.max_seq_length, short_seq_prob=cfg.short_seq_prob,
                   whole_word=cfg.whole_word, seed=cfg.seed)
-    dataset = build_pretraining_dataset(train_docs, tokenizer, masking=cfg.masking,
-                                        dupe_factor=cfg.dupe_factor, **common)
+    if cfg.stream:  # examples on disk, one shard of documents in memory at a time
+        dataset, eval_docs = streamed_dataset(cfg, corpus, tokenizer, out)
+    else:
+        train_docs, eval_docs = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, cfg.seed)
+        dataset = build_pretraining_dataset(train_docs, tokenizer, masking=cfg.masking,
+                                            dupe_factor=cfg.dupe_factor, **common)
     # Held-out examples get one fixed mask each, so every evaluation sees the same task.
     eval_dataset = build_pretraining_dataset(eval_docs, tokenizer, masking="static", **common)
     eval_dataset.examples = eval_dataset.examples[: cfg.max_eval_examples]

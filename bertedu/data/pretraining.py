@@ -393,7 +393,8 @@ class PretrainingDataset(torch.utils.data.Dataset):
     each process masks its share of the indices exactly as one process would.
 
     Args:
-        examples: `PretrainingExample`s from `create_pretraining_examples`.
+        examples: `PretrainingExample`s from `create_pretraining_examples`, or an
+            `ExampleStore` (bertedu.data.stream: examples on disk, read memory-mapped).
         mask_token_id, vocab_size, pad_token_id: from the tokenizer.
         special_ids: ids never drawn as random replacements (pass `tokenizer.special_ids`).
         whole_word: mask whole words (needs examples with word ids).
@@ -432,12 +433,16 @@ class PretrainingDataset(torch.utils.data.Dataset):
             )
         if not examples:
             raise ValueError("No examples: create_pretraining_examples() returned none for this corpus.")
-        if whole_word and any(e.word_ids is None for e in examples):
+        has_words = getattr(examples, "has_word_ids", None)
+        if has_words is None:
+            has_words = all(e.word_ids is not None for e in examples)
+        if whole_word and not has_words:
             raise ValueError(
                 "whole_word=True needs word boundaries, but these examples were made from token "
                 "ids. Make them from WordPiece tokens (str) or (tokens, word_ids) sentences."
             )
-        self.examples = list(examples)
+        # A disk-backed ExampleStore (bertedu.data.stream) stays on disk; a list is copied.
+        self.examples = examples if hasattr(examples, "has_word_ids") else list(examples)
         self.masking = masking
         self.dupe_factor = dupe_factor
         self.whole_word = whole_word
@@ -585,6 +590,27 @@ def _as_sample(example) -> dict:
 # ----------------------------------------------------------------------------------------
 
 
+def tokenize_document(document: Sequence[str | Sequence[str]], tokenizer, index: int = 0) -> list:
+    """A text document -> its sentences as WordPiece tokens (or (tokens, word_ids) pairs).
+
+    A sentence is a string (tokenised with `tokenizer.tokenize`; `##` marks word
+    boundaries) or a list of words of the corpus's own segmentation (each word tokenised
+    on its own; all its pieces form one word). `index` only names the document in errors.
+    """
+    if isinstance(document, str):
+        raise TypeError(f"Document {index} is a string: a document must be a list of sentences.")
+    texts = [s for s in document if isinstance(s, str)]
+    # Plain-text sentences are tokenised together (the fast tokenizer batches them).
+    pieces = iter(tokenizer.tokenize_batch(texts))
+    sentences = []
+    for sentence in document:
+        if isinstance(sentence, str):
+            sentences.append(next(pieces))
+        else:  # a list of words from the corpus's own segmentation
+            sentences.append(segmented_word_ids(sentence, tokenizer.tokenize))
+    return sentences
+
+
 def build_pretraining_dataset(
     documents: Sequence[Sequence[str | Sequence[str]]],
     tokenizer,
@@ -618,20 +644,7 @@ def build_pretraining_dataset(
 
     The pairs are in `dataset.examples`.
     """
-    tokenized = []
-    for index, document in enumerate(documents):
-        if isinstance(document, str):
-            raise TypeError(f"Document {index} is a string: a document must be a list of sentences.")
-        texts = [s for s in document if isinstance(s, str)]
-        # Plain-text sentences are tokenised together (the fast tokenizer batches them).
-        pieces = iter(tokenizer.tokenize_batch(texts))
-        sentences = []
-        for sentence in document:
-            if isinstance(sentence, str):
-                sentences.append(next(pieces))
-            else:  # a list of words from the corpus's own segmentation
-                sentences.append(segmented_word_ids(sentence, tokenizer.tokenize))
-        tokenized.append(sentences)
+    tokenized = [tokenize_document(document, tokenizer, index) for index, document in enumerate(documents)]
     examples = create_pretraining_examples(
         tokenized, max_seq_length, short_seq_prob, nsp_prob, random.Random(seed), vocab=tokenizer.vocab
     )

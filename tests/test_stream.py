@@ -1,0 +1,130 @@
+"""Pretraining examples streamed to disk (bertedu.data.stream) and `pretrain --stream`."""
+
+import dataclasses
+import itertools
+import json
+import random
+
+import pytest
+import torch
+
+from bertedu.data import PretrainingDataset, create_pretraining_examples
+from bertedu.data.corpora import peoples_daily_words, wiki_en
+from bertedu.data.pretraining import tokenize_document
+from bertedu.data.stream import ExampleStore, shards, write_pretraining_examples
+from bertedu.pretrain import PretrainConfig, is_held_out, pretrain
+from bertedu.pretrained import minilm_vocab_path
+from bertedu.tokenizer import load_vocab_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
+
+
+@pytest.fixture(scope="module")
+def documents():
+    return list(itertools.islice(wiki_en(), 12))
+
+
+def as_tuple(e):
+    return (e.input_ids, e.token_type_ids, e.special_tokens_mask, e.next_sentence_label, e.word_ids)
+
+
+def test_one_shard_reproduces_the_in_memory_examples(tokenizer, documents, tmp_path):
+    store = write_pretraining_examples(documents, tokenizer, tmp_path / "ex", 64, seed=3, shard_documents=100)
+    tokenized = [tokenize_document(d, tokenizer) for d in documents]
+    expected = create_pretraining_examples(tokenized, 64, 0.1, 0.5, random.Random(3), vocab=tokenizer.vocab)
+    assert len(store) == len(expected) > 100
+    assert [as_tuple(store[i]) for i in range(len(store))] == [as_tuple(e) for e in expected]
+    assert store.meta["shards"] == 1 and store.has_word_ids
+
+
+def test_shards_read_the_stream_lazily_and_never_leave_a_lone_document():
+    pulled = []
+
+    def stream(n):  # counts the documents read so far
+        for i in range(n):
+            pulled.append(i)
+            yield [f"sentence {i}"]
+
+    groups = shards(stream(1000), 10)
+    first = next(groups)
+    assert len(first) == 10 and len(pulled) == 20  # one shard, and one read ahead
+    assert [len(g) for g in shards(stream(12), 5)] == [5, 5, 2]
+    assert [len(g) for g in shards(stream(11), 5)] == [5, 6]  # NotNext needs a second document
+    with pytest.raises(ValueError, match="at least 2"):
+        next(shards(stream(3), 1))
+
+
+def test_a_store_of_many_shards_masks_like_a_list(tokenizer, documents, tmp_path):
+    store = write_pretraining_examples(iter(documents), tokenizer, tmp_path / "ex", 64, seed=0, shard_documents=4)
+    assert store.meta["shards"] == 3 and store.meta["documents"] == 12
+    reopened = ExampleStore(tmp_path / "ex")
+    kwargs = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=tokenizer.vocab_size,
+                  special_ids=sorted(tokenizer.special_ids), whole_word=True, seed=5)
+    on_disk = PretrainingDataset(reopened, **kwargs)
+    in_memory = PretrainingDataset([reopened[i] for i in range(len(reopened))], **kwargs)
+    assert on_disk.examples is reopened  # not copied into memory
+    on_disk.set_epoch(2)
+    in_memory.set_epoch(2)
+    for i in (0, 7, len(on_disk) - 1):
+        for key, value in on_disk[i].items():
+            torch.testing.assert_close(value, in_memory[i][key])
+    # the NSP labels are balanced across shards, and the sentences are the corpus's
+    labels = [reopened[i].next_sentence_label for i in range(len(reopened))]
+    assert 0.3 < sum(labels) / len(labels) < 0.7
+    assert "[CLS]" == tokenizer.convert_ids_to_tokens([reopened[0].input_ids[0]])[0]
+
+
+def test_chinese_word_boundaries_survive_the_disk(tmp_path):
+    vocab = sorted({ch for doc in itertools.islice(peoples_daily_words(), 6) for s in doc for w, _ in s for ch in w})
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *vocab]) + "\n", encoding="utf-8")
+    tok = load_vocab_tokenizer(path, impl="fast")
+    docs = [[[w for w, _ in s] for s in doc] for doc in itertools.islice(peoples_daily_words(), 6)]
+    store = write_pretraining_examples(docs, tok, tmp_path / "ex", 48, seed=1, shard_documents=3)
+    tokenized = [tokenize_document(d, tok) for d in docs]
+    rng = random.Random(1)
+    expected = [e for part in (tokenized[:3], tokenized[3:])
+                for e in create_pretraining_examples(part, 48, 0.1, 0.5, rng, vocab=tok.vocab)]
+    assert [as_tuple(store[i]) for i in range(len(store))] == [as_tuple(e) for e in expected]
+    assert any(len({w for w in e.word_ids if w >= 0}) < sum(1 for w in e.word_ids if w >= 0) for e in expected)
+
+
+def test_clear_errors_for_existing_unfinished_and_mismatched_stores(tokenizer, documents, tmp_path):
+    store = write_pretraining_examples(documents[:4], tokenizer, tmp_path / "ex", 64)
+    with pytest.raises(FileExistsError, match="ExampleStore"):
+        write_pretraining_examples(documents[:4], tokenizer, tmp_path / "ex", 64)
+    with pytest.raises(ValueError, match="max_seq_length=64"):
+        store.check(tokenizer, 128)
+    other = tmp_path / "other.txt"
+    other.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="another vocabulary"):
+        store.check(load_vocab_tokenizer(other), 64)
+    (tmp_path / "half").mkdir()
+    with pytest.raises(FileNotFoundError, match="no finished example store"):
+        ExampleStore(tmp_path / "half")
+    with pytest.raises(IndexError):
+        store[len(store)]
+
+
+def test_held_out_documents_are_a_stable_hash_of_their_position():
+    chosen = [i for i in range(20000) if is_held_out(i, 0.05, seed=0)]
+    assert 0.045 < len(chosen) / 20000 < 0.055
+    assert chosen == [i for i in range(20000) if is_held_out(i, 0.05, seed=0)]
+    assert chosen != [i for i in range(20000) if is_held_out(i, 0.05, seed=1)]
+
+
+def test_pretrain_stream_trains_from_the_store_and_resumes(tmp_path):
+    cfg = PretrainConfig(preset="tiny", corpus="wiki-en", max_documents=40, vocab_size=1500, steps=3,
+                         batch_size=4, max_seq_length=64, stream=True, shard_documents=8,
+                         eval_documents=0.2, max_eval_examples=16, out=str(tmp_path), progress=False)
+    result = pretrain(cfg)
+    assert result.step == 3
+    meta = json.loads((tmp_path / "examples" / "meta.json").read_text())
+    assert meta["shards"] >= 3 and 20 < meta["documents"] < 40  # some documents were held out
+    stamp = (tmp_path / "examples" / "input_ids.bin").stat().st_mtime_ns
+    resumed = pretrain(dataclasses.replace(cfg, steps=5), resume=True)
+    assert resumed.step == 5
+    assert (tmp_path / "examples" / "input_ids.bin").stat().st_mtime_ns == stamp  # reused, not rebuilt
