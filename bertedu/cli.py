@@ -59,6 +59,10 @@ PRETRAIN_HELP = {
     "max_eval_examples": "held-out examples evaluated (default: 512)",
     "init_from": "a previous run's folder to start from (phase 2 at --max-seq-length 512); its vocab.txt is reused",
     "attn_implementation": "attention kernel: sdpa (fused) or reference (written out) (default: sdpa)",
+    "unpad": "fast path: only real tokens go through the dense layers, attention stays within each "
+             "sequence (same loss and gradients; --no-unpad for the readable path) (default: on)",
+    "sparse_mlm": "fast path: the MLM head runs only on the masked positions (same loss and gradients; "
+                  "--no-sparse-mlm for the readable path) (default: on)",
     "precision": "auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16 (default: auto)",
     "compile": "torch.compile the model (falls back to eager if compilation fails)",
     "num_workers": "DataLoader worker processes preparing batches (default: 0)",

@@ -77,6 +77,24 @@ class BertForPreTraining(nn.Module):
         for layer in (self.mlm.dense, self.mlm.layer_norm, self.nsp):
             layer.apply(lambda m: init_bert_weights(m, config.initializer_range))
         nn.init.zeros_(self.mlm.decoder.bias)
+        self.fast_path: dict = {}  # set_fast_path(): options of bertedu.fast, none by default
+
+    def set_fast_path(self, unpad: bool = False, sparse_mlm: bool = False, attention: str = "auto"):
+        """Train on the fast path of `bertedu.fast` (same weights, same loss and gradients).
+
+        unpad: only real tokens go through the dense layers; attention per sequence, on a
+            nested tensor ("nested") or padded around attention only ("padded").
+        sparse_mlm: the MLM head only on labelled positions; `mlm_logits` is then (M, V)
+            with their labels in `mlm_labels`.
+        Requests for hidden states or attention maps take the readable path. Returns self.
+        """
+        from .fast import ATTENTION_MODES
+
+        if attention not in ATTENTION_MODES:
+            raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
+        self.fast_path = {"unpad_tokens": unpad, "sparse_mlm": sparse_mlm, "mode": attention} if (
+            unpad or sparse_mlm) else {}
+        return self
 
     def forward(
         self,
@@ -89,6 +107,11 @@ class BertForPreTraining(nn.Module):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
     ) -> BertPreTrainingOutput:
+        if self.fast_path and not (output_hidden_states or output_attentions):
+            from .fast import pretraining_forward
+
+            return pretraining_forward(self, input_ids, token_type_ids, attention_mask, labels,
+                                       next_sentence_label, **self.fast_path)
         out = self.bert(
             input_ids, token_type_ids, attention_mask,
             output_hidden_states=output_hidden_states, output_attentions=output_attentions,

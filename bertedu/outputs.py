@@ -18,10 +18,11 @@ class BertModelOutput:
 
 @dataclass
 class BertPreTrainingOutput:
-    mlm_logits: torch.Tensor  # (B, T, V)
+    mlm_logits: torch.Tensor  # (B, T, V); (M, V) on the sparse-MLM fast path
     nsp_logits: torch.Tensor  # (B, 2)
     loss: Optional[torch.Tensor] = None  # mlm_loss + nsp_loss, when labels are given
     mlm_loss: Optional[torch.Tensor] = None
     nsp_loss: Optional[torch.Tensor] = None
     hidden_states: Optional[tuple[torch.Tensor, ...]] = None
     attentions: Optional[tuple[torch.Tensor, ...]] = None
+    mlm_labels: Optional[torch.Tensor] = None  # (M,): the labels of sparse mlm_logits' rows

@@ -76,6 +76,9 @@ class PretrainConfig:
     # model and hardware
     init_from: Optional[str] = None  # a previous run's folder: phase 2 starts from its weights
     attn_implementation: str = "sdpa"
+    # the fast path (bertedu.fast): same loss and gradients, less work
+    unpad: bool = True
+    sparse_mlm: bool = True
     precision: str = "auto"  # "auto": bf16 on CUDA, fp32 on CPU
     compile: bool = False
     num_workers: int = 0
@@ -252,6 +255,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     eval_dataset.examples = eval_dataset.examples[: cfg.max_eval_examples]
 
     model = BertForPreTraining(_model_config(cfg, len(tokenizer)))
+    model.set_fast_path(unpad=cfg.unpad, sparse_mlm=cfg.sparse_mlm)
     if cfg.init_from and not resume:
         _load_weights(model, Path(cfg.init_from))
 

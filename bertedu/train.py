@@ -445,6 +445,8 @@ def evaluate(model: nn.Module, dataset, collate: Collate, batch_size: int = 32, 
             sums[name] += float(value) * n if value is not None else math.nan
         for prefix, logits_name, labels_name in _ACCURACIES:
             logits, labels = getattr(out, logits_name, None), batch.get(labels_name)
+            if prefix == "mlm" and getattr(out, "mlm_labels", None) is not None:
+                labels = out.mlm_labels  # the sparse MLM head scored the labelled positions only
             if logits is None or labels is None:
                 continue
             labelled = labels != IGNORE_INDEX  # only labelled positions count
