@@ -45,7 +45,6 @@ class Unpadded:
     cu_seqlens: torch.Tensor  # (B+1,) sequence b is rows cu_seqlens[b]:cu_seqlens[b+1]
     batch: int
     length: int  # T
-    max_seqlen: int
 
     @property
     def num_tokens(self) -> int:
@@ -65,7 +64,7 @@ def unpad_index(attention_mask: torch.Tensor) -> Unpadded:
         )
     cu_seqlens = F.pad(lengths.cumsum(0), (1, 0))  # (B+1,)
     indices = real.flatten().nonzero().squeeze(1)  # (N,)
-    return Unpadded(indices, cu_seqlens, B, T, int(lengths.max()))
+    return Unpadded(indices, cu_seqlens, B, T)
 
 
 def unpad(x: torch.Tensor, where: Unpadded) -> torch.Tensor:

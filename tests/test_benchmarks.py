@@ -1,0 +1,125 @@
+"""benchmarks/: the FLOP count by hand, and benchmarks/gpu.sh end to end on CPU at tiny size."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertedu import BertConfig, BertForPreTraining
+
+REPO = Path(__file__).resolve().parent.parent
+FAST = hasattr(BertForPreTraining, "set_fast_path")
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench", REPO / "benchmarks" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+bench = load_bench()
+
+
+def test_flops_by_hand_tiny():
+    # tiny: L=2, D=128, I=512, V=30522; two sequences of real lengths 4 and 2, M=3 labels.
+    cfg = BertConfig.tiny()
+    per_layer = (4 * (128 * 128 + 128)  # query, key, value, output: weights + biases
+                 + (128 * 512 + 512) + (512 * 128 + 128)  # feed-forward in and out
+                 + 2 * 2 * 128)  # two LayerNorms, weight + bias
+    assert per_layer == 198_272
+    assert bench.encoder_layer_params(cfg) == 2 * per_layer
+    dense = 6 * 396_544 * (4 + 2)  # 14_275_584
+    attention = 12 * 2 * 128 * (4 * 4 + 2 * 2)  # 61_440
+    mlm_head = 6 * (128 * 128 + 128 * 30522) * 3  # 70_617_600
+    assert bench.training_flops(cfg, [4, 2], 3) == dense + attention + mlm_head == 84_954_624
+
+
+def test_flops_match_the_models_and_the_textbook_formula():
+    # N_layers is what the encoder layers really hold, for bertedu's model
+    model = BertForPreTraining(BertConfig.tiny())
+    assert bench.encoder_layer_params(model.config) == sum(p.numel() for p in model.bert.layers.parameters())
+    # BERT-BASE: 85.05M parameters in the encoder layers
+    base = BertConfig.base()
+    assert bench.encoder_layer_params(base) == 12 * 7_087_872 == 85_054_464
+    # a full batch without MLM labels is (6N + 12 L D T) per token, as in Kaplan / PaLM
+    B, T = 3, 128
+    n = bench.encoder_layer_params(base)
+    assert bench.training_flops(base, [T] * B, 0) == (6 * n + 12 * 12 * 768 * T) * B * T
+    # MFU of a made-up row: 1e15 FLOPs in 2 s on a 1e15 FLOP/s peak is 50%
+    row = dict(real_tokens=1000, padded_tokens=1280, step_s=2.0, flops_per_step=1e15)
+    bench.finish_row(row, peak=1e15)
+    assert row["mfu"] == pytest.approx(0.5)
+    assert row["tokens_per_s"] == 500 and row["padded_tokens_per_s"] == 640
+
+
+@pytest.mark.parametrize("name, peak", [
+    ("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H200", 989e12), ("NVIDIA GH200 480GB", 989e12),
+    ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H20", 148e12), ("NVIDIA A100-SXM4-80GB", 312e12),
+    ("Some Future GPU", None),
+])
+def test_peak_flops_by_device_name(name, peak):
+    assert bench.peak_flops(name) == peak
+
+
+def test_batches():
+    cfg = BertConfig.tiny()
+    lengths = bench.ragged_lengths(64, 128, 0.25, seed=1)
+    assert int(lengths.min()) >= 32 and int(lengths.max()) <= 128
+    batch = bench.make_batch(cfg, 64, 128, lengths=lengths)
+    stats = bench.batch_stats(batch)
+    assert stats["real_tokens"] == int(lengths.sum()) and stats["padded_tokens"] == 64 * 128
+    assert 0.25 < stats["padding_fraction"] < 0.5  # uniform on [T/4, T]: 37.5% expected
+    labelled = batch["labels"] != -100
+    assert not (labelled & (batch["attention_mask"] == 0)).any()  # labels only on real tokens
+    assert 0.10 < labelled.sum() / batch["attention_mask"].sum() < 0.20  # ~15%
+    assert torch.equal(batch["labels"][labelled], batch["input_ids"][labelled])
+
+
+def test_gpu_script_end_to_end_on_cpu(tmp_path):
+    """The GPU script's whole path (both passes, padding rows, compile, the merged table) at tiny size."""
+    env = dict(os.environ, PYTHON=sys.executable, BENCH_DEVICE="cpu", BENCH_PRESETS="tiny",
+               BENCH_SEQ_LENS="32", BENCH_STEPS="1", BENCH_WARMUP="0", BENCH_BATCH_SIZE="4",
+               BENCH_THREADS="1", BENCH_COMPILE="1", BENCH_COMPILE_BACKEND="eager",
+               BENCH_OUT_DIR=str(tmp_path), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu.sh")], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    eager = json.loads((tmp_path / "gpu_eager.json").read_text())
+    compiled = json.loads((tmp_path / "gpu_compiled.json").read_text())
+    variants = ["transformers", "readable", "sdpa"] + (["fast"] if FAST else [])
+    assert [r["variant"] for r in eager["rows"]] == variants
+    assert [r["variant"] for r in eager["padding"]] == ["transformers"] + (["fast"] if FAST else [])
+    assert [(r["variant"], r["compiled"]) for r in compiled["rows"]] == (
+        [("transformers", True)] + ([("fast", True)] if FAST else []))
+    assert eager["meta"]["adamw"]["fused"] is True  # fused AdamW runs on CPU in this PyTorch
+    for r in eager["rows"] + eager["padding"] + compiled["rows"]:
+        assert r["step_s"] > 0 and r["tokens_per_s"] > 0 and r["act_bytes"] > 0
+        assert r["ratio"] > 0 and r["mfu"] is None  # no MFU without a GPU peak
+        # same weights, same batch, dropout off: every variant's loss is transformers'
+        assert r["loss_diff"] < 1e-4, r
+    full = bench.batch_stats(bench.make_batch(BertConfig.tiny(), 4, 32, seed=0))  # the script's batch
+    for r in eager["rows"]:
+        assert r["real_tokens"] == r["padded_tokens"] == 4 * 32
+        assert r["flops_per_step"] == bench.training_flops(BertConfig.tiny(), [32] * 4, full["labelled"])
+    for r in eager["padding"]:
+        assert 0 < r["padding_fraction"] < 1 and r["real_tokens"] < r["padded_tokens"]
+    if FAST:  # the sparse MLM head keeps no (B, T, V) logits for backward
+        rows = {r["variant"]: r for r in eager["rows"]}
+        assert rows["fast"]["act_bytes"] < rows["transformers"]["act_bytes"] / 2
+
+    # the table comes last, with every row of both passes
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1].startswith("act MiB:")
+    table = lines[lines.index(next(x for x in lines if x.startswith("training step"))):]
+    for v in variants:
+        assert any(x.startswith("tiny") and f" {v} " in x for x in table), v
+    assert any("transformers+c" in x for x in table)
+    assert any(x.startswith("padding:") for x in table)
+
