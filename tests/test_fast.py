@@ -121,3 +121,23 @@ def test_hidden_states_requests_take_the_readable_path():
     assert out.mlm_logits.shape == (5, 24, 97) and len(out.hidden_states) == 3
     with pytest.raises(ValueError, match="attention must be one of"):
         model.set_fast_path(unpad=True, attention="flash")
+
+
+def test_bf16_autocast_keeps_the_loss_within_bf16_precision():
+    torch.manual_seed(0)
+    model = BertForPreTraining(config()).set_fast_path(unpad=True, sparse_mlm=True)
+    batch = ragged_batch()
+    fp32 = model(**batch).loss
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        bf16 = model(**batch).loss
+    assert bf16.dtype == torch.float32  # the loss is computed in fp32 from bf16 logits
+    torch.testing.assert_close(bf16, fp32, rtol=2e-2, atol=0.0)
+
+
+def test_the_fast_path_compiles_to_the_same_function():
+    torch.manual_seed(0)
+    readable = BertForPreTraining(config())
+    fast_model = copy.deepcopy(readable).set_fast_path(unpad=True, sparse_mlm=True)
+    batch = ragged_batch()
+    compiled = torch.compile(fast_model, backend="aot_eager")  # traces forward and backward, no codegen
+    torch.testing.assert_close(compiled(**batch).loss, readable(**batch).loss, **TOL)
