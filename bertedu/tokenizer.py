@@ -491,7 +491,7 @@ class WordPieceTokenizer:
             truncation: "longest_first" (the default when `max_length` is given),
                 "head_tail" (keep `head_fraction` of the room for the start, the rest for
                 the end: 128 + 382 at 512), "only_first", "only_second", "error" (raise),
-                or False (never truncate, never check). With `max_length=None`, a text
+                or False (never truncate, never check); True means "longest_first". With `max_length=None`, a text
                 longer than `model_max_length` raises ValueError unless `truncation` is
                 given, in which case it is truncated to `model_max_length`.
             pad_to: pad with [PAD] up to this many tokens.
@@ -527,7 +527,8 @@ class WordPieceTokenizer:
         if max_length is not None and truncation is not False:
             if max_length < n_special:
                 raise ValueError(f"max_length={max_length} cannot even hold the {n_special} special tokens.")
-            strategy = "longest_first" if truncation is None else truncation
+            # None or True (what Hugging Face users pass): the default, longest_first
+            strategy = "longest_first" if truncation is None or truncation is True else truncation
             tokens_a, tokens_b = truncate(tokens_a, tokens_b, max_length - n_special, strategy, head_fraction)
 
         tokens = [CLS, *tokens_a, SEP]

@@ -346,6 +346,7 @@ def test_error_truncation_and_too_long_inputs(tok):
         tok.encode(long_text)
     assert len(tok.encode(long_text, truncation="longest_first")) == 512
     assert len(tok.encode(long_text, truncation=False)) == 602
+    assert tok.encode(long_text, truncation=True).tokens == tok.encode(long_text, truncation="longest_first").tokens
     assert len(tok.encode("word word", truncation="error")) == 4  # short enough: no error
     with pytest.raises(ValueError, match="Unknown truncation"):
         tok.encode(long_text, max_length=10, truncation="middle")
