@@ -428,3 +428,109 @@ def masking_explorer(
         widget.observe(redraw, names="value")
     redraw()
     return widgets.VBox([text_box, widgets.HBox([seed_slider, p_slider, whole_box]), out])
+
+
+def span_score_map(
+    start_logits: torch.Tensor,
+    end_logits: torch.Tensor,
+    tokens: Sequence[str],
+    max_answer_length: int = 30,
+    context_mask: Optional[Sequence[bool]] = None,
+    show: Optional[Sequence[int]] = None,
+    best: Optional[tuple[int, int]] = None,
+    gold: Optional[tuple[int, int]] = None,
+    ax=None,
+    title: Optional[str] = None,
+    start_mask: Optional[Sequence[bool]] = None,
+):
+    """Extractive QA's span scores as a (start x end) heat map. Introduced in notebook 11.
+
+    start_logits, end_logits (T,) for one window; score[i, j] = start_logits[i] + end_logits[j].
+    Spans that can never be answers are masked: end < start (dark grey), longer than
+    max_answer_length tokens (light grey), or an end outside the context (context_mask
+    (T,), white). `start_mask` (T,): where a span may start (the sliding window's
+    max-context rule; rows outside it are white too). `show`: the token positions to
+    draw (default all), `best` / `gold`: (start, end) marked with a box / a cross.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    s, e = start_logits.detach().float().cpu(), end_logits.detach().float().cpu()
+    T = s.shape[0]
+    show = list(range(T)) if show is None else list(show)
+    idx = torch.tensor(show)
+    scores = (s[:, None] + e[None, :])[idx][:, idx].numpy()  # (S, S)
+    length = (idx[None, :] - idx[:, None] + 1).numpy()  # end - start + 1
+    ctx = np.ones(T, bool) if context_mask is None else np.asarray(context_mask, bool)
+    outside = ~(ctx[show][:, None] & ctx[show][None, :])
+    if start_mask is not None:
+        outside |= ~np.asarray(start_mask, bool)[show][:, None]
+    backwards, too_long = length < 1, length > max_answer_length
+    valid = ~(backwards | too_long | outside)
+    ax = _axes(ax, figsize=(0.16 * len(show) + 2.2, 0.16 * len(show) + 1.2))
+    shown = np.where(valid, scores, np.nan)
+    im = ax.imshow(shown, cmap="viridis", vmin=np.nanmin(shown) if valid.any() else 0, vmax=np.nanmax(shown) if valid.any() else 1)
+    grey = np.zeros((*scores.shape, 4))
+    grey[backwards & ~outside] = (0.35, 0.35, 0.35, 1.0)
+    grey[too_long & ~outside] = (0.8, 0.8, 0.8, 1.0)
+    ax.imshow(grey)
+    ax.set_xticks(range(len(show)), [tokens[t] for t in show], rotation=90, fontsize=7)
+    ax.set_yticks(range(len(show)), [tokens[t] for t in show], fontsize=7)
+    ax.set_xlabel("end token")
+    ax.set_ylabel("start token")
+    pos = {t: k for k, t in enumerate(show)}
+    if gold is not None and gold[0] in pos and gold[1] in pos:
+        ax.plot(pos[gold[1]], pos[gold[0]], "x", color="red", markersize=9, mew=2, label="gold span")
+    if best is not None and best[0] in pos and best[1] in pos:
+        ax.add_patch(plt.Rectangle((pos[best[1]] - 0.5, pos[best[0]] - 0.5), 1, 1, fill=False, ec="orange", lw=2.5,
+                                   label="best span"))
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=(0.35, 0.35, 0.35), label="end < start"),
+               Patch(color=(0.8, 0.8, 0.8), label=f"longer than {max_answer_length}")]
+    handles += [h for h in ax.get_legend_handles_labels()[0]]
+    ax.legend(handles=handles, fontsize=7, loc="lower left")
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="start + end logit")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def sliding_windows(features: Sequence, answer: Optional[tuple[int, int]] = None, ax=None, title: Optional[str] = None):
+    """The windows a long context was cut into, one bar per window, over the context's tokens.
+    Introduced in notebook 11.
+
+    features: a context's windows (`bertedu.tasks.qa_features`; each has `offsets`, None
+    outside the context, and `max_context`). The dark part of each bar is where that
+    window is its tokens' max-context window (where an answer may start); the arrows show
+    the stride between window starts. `answer`: (first, last) context token, drawn as a band.
+    """
+    all_offsets = sorted({tuple(o) for f in features for o in f.offsets if o is not None})
+    index = {o: i for i, o in enumerate(all_offsets)}  # context token number, across windows
+    ax = _axes(ax, figsize=(7, 0.45 * len(features) + 1.2))
+    starts = []
+    for w, f in enumerate(features):
+        ids = [(index[tuple(o)], mc) for o, mc in zip(f.offsets, f.max_context) if o is not None]
+        a, b = ids[0][0], ids[-1][0] + 1
+        starts.append(a)
+        ax.barh(w, b - a, left=a, height=0.6, color="tab:blue", alpha=0.3, label="window" if w == 0 else None)
+        for t, mc in ids:
+            if mc:
+                ax.barh(w, 1, left=t, height=0.6, color="tab:blue", alpha=0.9, lw=0,
+                        label="its max-context tokens" if (w, t) == (0, ids[0][0]) else None)
+        ax.text(b + 1, w, f"{a}-{b - 1}", va="center", fontsize=8)
+    for w in range(1, len(starts)):
+        ax.annotate("", xy=(starts[w], w - 0.45), xytext=(starts[w - 1], w - 0.45),
+                    arrowprops={"arrowstyle": "->", "color": "k", "lw": 1})
+        ax.text((starts[w] + starts[w - 1]) / 2, w - 0.52, f"stride {starts[w] - starts[w - 1]}", ha="center",
+                va="bottom", fontsize=7)
+    if answer is not None:
+        ax.axvspan(answer[0] - 0.5, answer[1] + 0.5, color="tab:red", alpha=0.3, label="answer")
+    ax.set_yticks(range(len(features)), [f"window {w}" for w in range(len(features))])
+    ax.invert_yaxis()
+    ax.set_xlim(-1, len(all_offsets) * 1.1 + 2)
+    ax.set_xlabel("context token")
+    ax.legend(fontsize=7, loc="upper right")  # top right: the first windows sit top left
+    if title:
+        ax.set_title(title)
+    return ax
