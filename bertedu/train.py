@@ -87,6 +87,7 @@ class TrainConfig:
     device: Optional[str] = None  # None: cuda (this process's GPU) when available, else cpu
     precision: str = "fp32"  # "fp32" | "bf16" (autocast, CUDA only)
     compile: bool = False
+    fused_adamw: Optional[bool] = None  # None: fused on CUDA; True also on CPU (PyTorch >= 2.4)
     ddp_find_unused_parameters: bool = False  # True for models whose loss skips some weights
     # bookkeeping (0 = only at the end of the run)
     out_dir: Optional[str] = None  # None: nothing written to disk
@@ -180,8 +181,9 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW over `param_groups`; the fused CUDA kernel when on a GPU (one launch per step)."""
-    fused = device.type == "cuda"
+    """AdamW over `param_groups`; fused (one kernel for every parameter, instead of a loop
+    over parameter tensors) on a GPU, or wherever `cfg.fused_adamw` asks for it."""
+    fused = device.type == "cuda" if cfg.fused_adamw is None else cfg.fused_adamw
     return torch.optim.AdamW(
         param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused or None
     )

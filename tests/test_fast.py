@@ -141,3 +141,22 @@ def test_the_fast_path_compiles_to_the_same_function():
     batch = ragged_batch()
     compiled = torch.compile(fast_model, backend="aot_eager")  # traces forward and backward, no codegen
     torch.testing.assert_close(compiled(**batch).loss, readable(**batch).loss, **TOL)
+
+
+def test_fused_adamw_takes_the_same_steps_as_the_loop():
+    from bertedu.train import TrainConfig, make_optimizer
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(config())
+    twin = copy.deepcopy(model)
+    batch = ragged_batch()
+    optimizers = [make_optimizer(m, TrainConfig(lr=1e-3, max_steps=3, fused_adamw=fused), torch.device("cpu"))
+                  for m, fused in ((model, False), (twin, True))]
+    assert optimizers[1].defaults["fused"] and not optimizers[0].defaults["fused"]
+    for _ in range(3):
+        for m, opt in zip((model, twin), optimizers):
+            opt.zero_grad()
+            m(**batch).loss.backward()
+            opt.step()
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")
