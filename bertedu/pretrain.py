@@ -188,10 +188,8 @@ def streamed_dataset(cfg: PretrainConfig, corpus, tokenizer, out: Path):
     held_out: list = []
     documents = streamed_documents(cfg, corpus, held_out)
     if int(os.environ.get("RANK", "0")) != 0:
-        # Under torchrun process 0 writes the store; the others wait for its folder (renamed
-        # into place when complete) and meanwhile read the stream for the held-out documents.
-        for _ in documents:
-            pass
+        # Under torchrun process 0 writes the store; the others wait for its folder, which
+        # is renamed into place only when complete.
         _wait_for(folder / "meta.json")
     if folder.exists():
         for _ in documents:  # the store exists: only collect the held-out documents

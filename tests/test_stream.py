@@ -128,3 +128,21 @@ def test_pretrain_stream_trains_from_the_store_and_resumes(tmp_path):
     resumed = pretrain(dataclasses.replace(cfg, steps=5), resume=True)
     assert resumed.step == 5
     assert (tmp_path / "examples" / "input_ids.bin").stat().st_mtime_ns == stamp  # reused, not rebuilt
+
+
+def test_under_torchrun_other_processes_wait_for_process_zeros_store(tokenizer, documents, tmp_path, monkeypatch):
+    import os
+    import threading
+
+    from bertedu.data import load_corpus
+    from bertedu.pretrain import streamed_dataset
+
+    monkeypatch.setenv("RANK", "1")
+    cfg = PretrainConfig(preset="tiny", corpus="wiki-en", max_documents=40, steps=1, max_seq_length=64,
+                         stream=True, eval_documents=0.2, out=str(tmp_path), progress=False)
+    store = write_pretraining_examples(documents, tokenizer, tmp_path / "aside", 64)  # process 0's, made aside
+    mover = threading.Timer(0.5, lambda: os.replace(tmp_path / "aside", tmp_path / "examples"))
+    mover.start()
+    dataset, held_out = streamed_dataset(cfg, load_corpus("wiki-en"), tokenizer, tmp_path)
+    mover.join()
+    assert len(dataset) == len(store) and len(held_out) >= 2  # read process 0's store, did not write one
