@@ -628,7 +628,8 @@ def finetune(cfg: FinetuneConfig) -> dict:
     """
     from .checkpoint import latest_checkpoint
     from .data.task_data import load_task
-    from .train import TrainConfig, plot_metrics
+    from .train import TrainConfig
+    from .viz import plot_metrics
 
     start_time = time.perf_counter()
     out = Path(cfg.out)

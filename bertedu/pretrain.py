@@ -34,7 +34,8 @@ from .checkpoint import WEIGHTS_NAME, latest_checkpoint
 from .config import BertConfig
 from .heads import BertForPreTraining
 from .tokenizer import load_vocab_tokenizer
-from .train import TrainConfig, TrainResult, plot_metrics, train
+from .train import TrainConfig, TrainResult, train
+from .viz import plot_metrics
 
 VOCAB_NAME = "vocab.txt"
 RUN_NAME = "run.json"

@@ -7,10 +7,13 @@ Introduced in notebooks 02-04; MLM masking pictures and the masking explorer in 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
+
+from .train import read_metrics
 
 FIGURES_DIR = Path(__file__).resolve().parent.parent / "figures"
 
@@ -534,3 +537,41 @@ def sliding_windows(features: Sequence, answer: Optional[tuple[int, int]] = None
     if title:
         ax.set_title(title)
     return ax
+
+
+def plot_metrics(path_or_records: str | os.PathLike | Sequence[dict], out_png: str | os.PathLike):
+    """Loss curves (train, held-out) and held-out accuracies against step, saved as a PNG.
+
+    Draws on a bare matplotlib Figure with the Agg canvas, so it neither needs a display
+    nor changes the backend a notebook uses. Returns the Figure.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    is_path = isinstance(path_or_records, (str, os.PathLike))
+    records = read_metrics(path_or_records) if is_path else list(path_or_records)
+    train = [r for r in records if "loss" in r]
+    evals = [r for r in records if "eval_loss" in r]
+    fig = Figure(figsize=(10, 4))
+    FigureCanvasAgg(fig)
+    ax_loss, ax_acc = fig.subplots(1, 2)
+    for key, label, rows in [("loss", "train loss", train), ("mlm_loss", "train MLM loss", train),
+                             ("nsp_loss", "train NSP loss", train), ("eval_loss", "held-out loss", evals)]:
+        points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+        if points:
+            ax_loss.plot(*zip(*points), label=label, marker="o" if rows is evals else None)
+    for key, label in [("eval_mlm_accuracy", "MLM accuracy"), ("eval_nsp_accuracy", "NSP accuracy"),
+                       ("eval_accuracy", "accuracy")]:
+        points = [(r["step"], r[key]) for r in evals if r.get(key) is not None]
+        if points:
+            ax_acc.plot(*zip(*points), label=label, marker="o")
+    ax_loss.set(xlabel="step", ylabel="loss", title="loss")
+    ax_acc.set(xlabel="step", ylabel="accuracy", title="held-out accuracy", ylim=(0, 1))
+    for ax in (ax_loss, ax_acc):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    Path(out_png).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=100)
+    return fig

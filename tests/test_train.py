@@ -24,8 +24,9 @@ from bertedu import BertConfig, BertForPreTraining
 from bertedu.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, rng_state, set_rng_state
 from bertedu.train import (
     TrainConfig, TrainingDivergedError, batch_seed, clip_gradients, epoch_permutation, evaluate,
-    linear_schedule, param_groups, plot_metrics, read_metrics, train,
+    linear_schedule, param_groups, read_metrics, train,
 )
+from bertedu.viz import plot_metrics
 
 V, T, K, MASK_ID = 40, 12, 2, 3  # vocabulary, max length, masked positions per example, [MASK]
 
