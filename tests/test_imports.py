@@ -1,5 +1,7 @@
 """The package's modules import each other without a cycle, counting imports inside functions.
 
+(Imports under `if TYPE_CHECKING:` are left out: they are for annotations and never run.)
+
 A lazy import inside a function hides a cycle from Python at import time, but the two modules
 still depend on each other: a reader cannot understand one without the other. So the graph
 is built from every `import` statement in the source (module level or not), read with `ast`.
@@ -25,12 +27,25 @@ def module_names() -> dict[str, Path]:
     return names
 
 
+def _is_type_checking_block(node) -> bool:
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
     """The package modules that `name` (at `path`) imports anywhere in its source."""
     is_package = path.name == "__init__.py"
     package = name if is_package else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    type_only = {id(inner) for block in ast.walk(tree) if _is_type_checking_block(block)
+                 for stmt in block.body for inner in ast.walk(stmt)}
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(tree):
+        if id(node) in type_only:  # `if TYPE_CHECKING:` imports never run
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -95,8 +110,9 @@ def test_graph_reader_sees_relative_absolute_and_function_level_imports():
 
 def test_function_level_imports_are_read(tmp_path):
     source = tmp_path / "mod.py"
-    source.write_text("def f():\n    from .train import read_metrics\n    import bertedu.viz\n")
-    known = {"bertedu.train", "bertedu.viz", "bertedu.mod"}
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .config import BertConfig\n"
+                      "def f():\n    from .train import read_metrics\n    import bertedu.viz\n")
+    known = {"bertedu.train", "bertedu.viz", "bertedu.config", "bertedu.mod"}
     assert imported_modules("bertedu.mod", source, known) == {"bertedu.train", "bertedu.viz"}
 
 
