@@ -7,7 +7,7 @@ Dimension legend, used in shape comments throughout bertedu:
     B   batch size                 T   tokens in a sequence
     D   hidden size                N   attention heads
     Dh  head dim (D / N)           V   vocabulary size
-    M   masked positions (MLM)
+    M   masked positions (MLM)     R   real (non-padding) tokens of a batch
 
 Attention (Vaswani et al. 2017):
 
@@ -22,13 +22,14 @@ memory-efficient kernels on a GPU. `tests/test_attention.py` proves they agree.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import BertConfig
+if TYPE_CHECKING:  # config.py reads the kernel names below: no import at run time
+    from .config import BertConfig
 
 
 def padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -126,11 +127,19 @@ class MultiHeadSelfAttention(nn.Module):
         Returns (B, T, D) and, when `need_probs`, the probabilities (B, N, T, T).
         """
         B, T, D = x.shape
-        N, Dh = self.num_heads, self.head_dim
-        q = self.query(x).view(B, T, N, Dh).transpose(1, 2)  # (B, N, T, Dh)
-        k = self.key(x).view(B, T, N, Dh).transpose(1, 2)  # (B, N, T, Dh)
-        v = self.value(x).view(B, T, N, Dh).transpose(1, 2)  # (B, N, T, Dh)
-        dropout_p = self.dropout_p if self.training else 0.0
-        out, probs = ATTENTION_KERNELS[self.kernel](q, k, v, mask, dropout_p, need_probs)
+        q, k, v = (t.transpose(1, 2) for t in self.split_heads(x))  # (B, N, T, Dh) each
+        out, probs = ATTENTION_KERNELS[self.kernel](q, k, v, mask, self.active_dropout(), need_probs)
         out = out.transpose(1, 2).reshape(B, T, D)  # (B, T, D): heads side by side
         return self.output(out), probs
+
+    def split_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The projections, cut into heads: x (..., D) -> q, k, v (..., N, Dh).
+
+        Works on any leading shape: (B, T, D) here, (R, D) real tokens on the fast path.
+        """
+        shape = (self.num_heads, self.head_dim)
+        return tuple(proj(x).unflatten(-1, shape) for proj in (self.query, self.key, self.value))  # (..., N, Dh)
+
+    def active_dropout(self) -> float:
+        """The attention-probability dropout in effect: none in eval mode."""
+        return self.dropout_p if self.training else 0.0

@@ -22,8 +22,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
-ATTENTION_IMPLEMENTATIONS = ("reference", "sdpa")
+from .activations import ACTIVATIONS
+from .attention import ATTENTION_KERNELS
 
 # (num_hidden_layers, hidden_size, num_attention_heads)
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -62,10 +62,10 @@ class BertConfig:
                 f"({self.num_attention_heads}): each head gets hidden_size / num_attention_heads dims."
             )
         if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}")
-        if self.attn_implementation not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(f"hidden_act must be one of {tuple(ACTIVATIONS)}, got {self.hidden_act!r}")
+        if self.attn_implementation not in ATTENTION_KERNELS:
             raise ValueError(
-                f"attn_implementation must be one of {ATTENTION_IMPLEMENTATIONS}, "
+                f"attn_implementation must be one of {tuple(ATTENTION_KERNELS)}, "
                 f"got {self.attn_implementation!r}"
             )
         for name in ("vocab_size", "num_hidden_layers", "intermediate_size",

@@ -14,24 +14,13 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadSelfAttention, padding_mask
+from .activations import activation
+from .attention import ATTENTION_KERNELS, MultiHeadSelfAttention, padding_mask
 from .config import BertConfig
 from .embeddings import BertEmbeddings
 from .outputs import BertModelOutput
-
-
-def activation(name: str):
-    """The feed-forward non-linearity. BERT uses the exact (erf) GELU."""
-    if name == "gelu":
-        return F.gelu
-    if name == "gelu_tanh":
-        return lambda x: F.gelu(x, approximate="tanh")
-    if name == "relu":
-        return F.relu
-    raise ValueError(f"unknown activation {name!r}")
 
 
 class FeedForward(nn.Module):
@@ -62,9 +51,17 @@ class BertLayer(nn.Module):
         self, x: torch.Tensor, mask: Optional[torch.Tensor] = None, need_probs: bool = False
     ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         a, probs = self.attention(x, mask, need_probs)  # (B, T, D), (B, N, T, T) or None
-        x = self.attention_norm(x + self.dropout(a))  # residual, then LayerNorm
-        x = self.output_norm(x + self.dropout(self.feed_forward(x)))  # residual, then LayerNorm
-        return x, probs
+        return self.feed_forward_block(self.attention_residual(x, a)), probs
+
+    # The two residual blocks, each "sub-layer, dropout, add, LayerNorm" (post-LN). They act
+    # on each token's vector alone, so the fast path calls them on real tokens only.
+    def attention_residual(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        """x, attention output a: (..., D) -> LayerNorm(x + Dropout(a)), (..., D)."""
+        return self.attention_norm(x + self.dropout(a))
+
+    def feed_forward_block(self, x: torch.Tensor) -> torch.Tensor:
+        """x (..., D) -> LayerNorm(x + Dropout(FeedForward(x))), (..., D)."""
+        return self.output_norm(x + self.dropout(self.feed_forward(x)))
 
 
 class BertPooler(nn.Module):
@@ -75,7 +72,11 @@ class BertPooler(nn.Module):
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(hidden[:, 0]))  # (B, D) from position 0, [CLS]
+        return self.pool(hidden[:, 0])  # (B, D) from position 0, [CLS]
+
+    def pool(self, cls: torch.Tensor) -> torch.Tensor:
+        """The [CLS] vectors (B, D) -> tanh(dense(cls)), (B, D)."""
+        return torch.tanh(self.dense(cls))
 
 
 def init_bert_weights(module: nn.Module, initializer_range: float) -> None:
@@ -112,8 +113,6 @@ class BertModel(nn.Module):
 
     def set_attn_implementation(self, name: str) -> None:
         """Switch every layer's attention kernel ("reference" or "sdpa"); weights are untouched."""
-        from .attention import ATTENTION_KERNELS
-
         if name not in ATTENTION_KERNELS:
             raise ValueError(f"unknown attention kernel {name!r}; choose one of {list(ATTENTION_KERNELS)}")
         for layer in self.layers:

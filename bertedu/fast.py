@@ -1,12 +1,13 @@
 """The fast training path, beside the readable one: the same weights, the same function.
 
 Introduced in the speed-ladder notebook. `BertModel` and `BertForPreTraining` stay as
-readable as the notebooks built them; `model.set_fast_path(...)` switches a model to the
-functions below, which reuse its own layers (no copy of any weight):
+readable as the notebooks built them; `set_fast_path(model, ...)` switches a model to the
+functions below, which reuse its own layers (no copy of any weight). This module depends
+on the readable ones, never the reverse: the model only holds the forward plugged in.
 
-    unpad       only real tokens go through the dense layers. A batch (B, T) with N real
-                tokens becomes a (N, D) matrix: every Linear, LayerNorm, GELU and dropout
-                works per token anyway, so they run on N rows instead of B*T. Attention is
+    unpad       only real tokens go through the dense layers. A batch (B, T) with R real
+                tokens becomes a (R, D) matrix: every Linear, LayerNorm, GELU and dropout
+                works per token anyway, so they run on R rows instead of B*T. Attention is
                 the one place where tokens meet; it stays within each sequence, either on
                 a jagged nested tensor (`torch.nested`, variable lengths, no padding at
                 all) or, where PyTorch cannot run that, by padding around attention only.
@@ -34,6 +35,10 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from .constants import IGNORE_INDEX
+from .heads import BertForPreTraining, pretraining_loss
+from .outputs import BertPreTrainingOutput
+
 ATTENTION_MODES = ("auto", "nested", "padded")
 
 
@@ -41,14 +46,10 @@ ATTENTION_MODES = ("auto", "nested", "padded")
 class Unpadded:
     """Where the real tokens of a (B, T) batch are."""
 
-    indices: torch.Tensor  # (N,) positions of real tokens in the flattened (B*T,) batch
+    indices: torch.Tensor  # (R,) positions of real tokens in the flattened (B*T,) batch
     cu_seqlens: torch.Tensor  # (B+1,) sequence b is rows cu_seqlens[b]:cu_seqlens[b+1]
     batch: int
     length: int  # T
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.indices.numel())
 
 
 def unpad_index(attention_mask: torch.Tensor) -> Unpadded:
@@ -63,17 +64,17 @@ def unpad_index(attention_mask: torch.Tensor) -> Unpadded:
             "(bertedu's collators pad this way)"
         )
     cu_seqlens = F.pad(lengths.cumsum(0), (1, 0))  # (B+1,)
-    indices = real.flatten().nonzero().squeeze(1)  # (N,)
+    indices = real.flatten().nonzero().squeeze(1)  # (R,)
     return Unpadded(indices, cu_seqlens, B, T)
 
 
 def unpad(x: torch.Tensor, where: Unpadded) -> torch.Tensor:
-    """(B, T, ...) -> (N, ...): the real tokens only."""
+    """(B, T, ...) -> (R, ...): the real tokens only."""
     return x.flatten(0, 1).index_select(0, where.indices)
 
 
 def pad(x: torch.Tensor, where: Unpadded) -> torch.Tensor:
-    """(N, ...) -> (B, T, ...), zeros at padding."""
+    """(R, ...) -> (B, T, ...), zeros at padding."""
     out = x.new_zeros((where.batch * where.length, *x.shape[1:]))
     out = out.index_copy(0, where.indices, x)  # out of place: autograd sees a plain op
     return out.view(where.batch, where.length, *x.shape[1:])
@@ -83,47 +84,47 @@ def pad(x: torch.Tensor, where: Unpadded) -> torch.Tensor:
 
 
 def _attention_nested(q, k, v, where: Unpadded, dropout_p: float) -> torch.Tensor:
-    """q, k, v (N, H, Dh) -> (N, H, Dh), each sequence attending only to itself.
+    """q, k, v (R, N, Dh) -> (R, N, Dh), each sequence attending only to itself.
 
     A jagged nested tensor holds B sequences of different lengths without padding;
     scaled_dot_product_attention on it runs a variable-length kernel on CUDA.
     """
     offsets = where.cu_seqlens
 
-    def jagged(t):  # (N, H, Dh) -> (B, H, j, Dh), j the ragged length
+    def jagged(t):  # (R, N, Dh) -> (B, N, j, Dh), j the ragged length
         return torch.nested.nested_tensor_from_jagged(t, offsets=offsets).transpose(1, 2)
 
     out = F.scaled_dot_product_attention(jagged(q), jagged(k), jagged(v), dropout_p=dropout_p)
-    return out.transpose(1, 2).values()  # (N, H, Dh)
+    return out.transpose(1, 2).values()  # (R, N, Dh)
 
 
 def _attention_padded(q, k, v, where: Unpadded, dropout_p: float) -> torch.Tensor:
     """The fallback: pad around attention only, with the usual padding mask."""
-    B, T = where.batch, where.length
-    qp, kp, vp = (pad(t, where).transpose(1, 2) for t in (q, k, v))  # (B, H, T, Dh)
+    T = where.length
+    qp, kp, vp = (pad(t, where).transpose(1, 2) for t in (q, k, v))  # (B, N, T, Dh)
     lengths = where.cu_seqlens[1:] - where.cu_seqlens[:-1]  # (B,)
     mask = (torch.arange(T, device=q.device)[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, T)
-    out = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, dropout_p=dropout_p)  # (B, H, T, Dh)
-    return unpad(out.transpose(1, 2), where)  # (N, H, Dh)
+    out = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, dropout_p=dropout_p)  # (B, N, T, Dh)
+    return unpad(out.transpose(1, 2), where)  # (R, N, Dh)
 
 
 _nested_failed: set = set()
 
 
-def unpadded_attention(q, k, v, where: Unpadded, dropout_p: float = 0.0, mode: str = "auto") -> torch.Tensor:
-    """Self-attention within each sequence of unpadded q, k, v (N, H, Dh) -> (N, H, Dh).
+def unpadded_attention(q, k, v, where: Unpadded, dropout_p: float = 0.0, attention: str = "auto") -> torch.Tensor:
+    """Self-attention within each sequence of unpadded q, k, v (R, N, Dh) -> (R, N, Dh).
 
-    mode "nested" uses a jagged nested tensor and falls back to "padded" (with a warning,
-    once per device type) if this PyTorch cannot run it there; both give the same result.
-    "auto": nested on CUDA, padded elsewhere.
+    attention "nested" uses a jagged nested tensor and falls back to "padded" (with a
+    warning, once per device type) if this PyTorch cannot run it there; both give the same
+    result. "auto": nested on CUDA, padded elsewhere.
     """
-    if mode not in ATTENTION_MODES:
-        raise ValueError(f"attention mode must be one of {ATTENTION_MODES}, got {mode!r}")
-    if mode == "auto":
+    if attention not in ATTENTION_MODES:
+        raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
+    if attention == "auto":
         # Nested tensors get a variable-length kernel on CUDA; on CPU PyTorch runs them
         # sequence by sequence, and padding around attention measured faster.
-        mode = "nested" if q.device.type == "cuda" else "padded"
-    if mode == "nested" and q.device.type not in _nested_failed:
+        attention = "nested" if q.device.type == "cuda" else "padded"
+    if attention == "nested" and q.device.type not in _nested_failed:
         try:
             return _attention_nested(q, k, v, where, dropout_p)
         except (RuntimeError, NotImplementedError, TypeError) as err:
@@ -136,73 +137,99 @@ def unpadded_attention(q, k, v, where: Unpadded, dropout_p: float = 0.0, mode: s
 # ---- the encoder on unpadded tokens ---------------------------------------------------
 
 
-def layer_forward(layer, x: torch.Tensor, where: Unpadded, mode: str = "auto") -> torch.Tensor:
-    """One `BertLayer` on unpadded x (N, D): the same sub-layers, on N rows instead of B*T."""
+def layer_forward(layer, x: torch.Tensor, where: Unpadded, attention: str = "auto") -> torch.Tensor:
+    """One `BertLayer` on unpadded x (R, D): its own sub-layers and residual blocks, on R
+    rows instead of B*T; only the attention kernel differs."""
     attn = layer.attention
-    N, D = x.shape
-    H, Dh = attn.num_heads, attn.head_dim
-    q, k, v = (proj(x).view(N, H, Dh) for proj in (attn.query, attn.key, attn.value))  # (N, H, Dh)
-    dropout_p = attn.dropout_p if attn.training else 0.0
-    a = attn.output(unpadded_attention(q, k, v, where, dropout_p, mode).reshape(N, D))  # (N, D)
-    x = layer.attention_norm(x + layer.dropout(a))
-    return layer.output_norm(x + layer.dropout(layer.feed_forward(x)))  # (N, D)
+    q, k, v = attn.split_heads(x)  # (R, N, Dh) each
+    a = unpadded_attention(q, k, v, where, attn.active_dropout(), attention)  # (R, N, Dh)
+    a = attn.output(a.flatten(1))  # (R, D)
+    return layer.feed_forward_block(layer.attention_residual(x, a))  # (R, D)
 
 
-def encode_unpadded(bert, input_ids, token_type_ids=None, attention_mask=None, mode: str = "auto"):
-    """`BertModel` on real tokens only -> (hidden (N, D), pooled (B, D), where)."""
+def encode_unpadded(bert, input_ids, token_type_ids=None, attention_mask=None, attention: str = "auto"):
+    """`BertModel` on real tokens only -> (hidden (R, D), pooled (B, D), where)."""
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     where = unpad_index(attention_mask)
-    x = unpad(bert.embeddings(input_ids, token_type_ids), where)  # (N, D)
+    x = unpad(bert.embeddings(input_ids, token_type_ids), where)  # (R, D)
     for layer in bert.layers:
-        x = layer_forward(layer, x, where, mode)
+        x = layer_forward(layer, x, where, attention)
     pooled = None
     if bert.pooler is not None:
-        cls = x.index_select(0, where.cu_seqlens[:-1])  # (B, D): each sequence's first token
-        pooled = torch.tanh(bert.pooler.dense(cls))
+        pooled = bert.pooler.pool(x.index_select(0, where.cu_seqlens[:-1]))  # (B, D): each sequence's [CLS]
     return x, pooled, where
 
 
-def sparse_mlm_logits(mlm_head, hidden: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100):
+def sparse_mlm_logits(mlm_head, hidden: torch.Tensor, labels: torch.Tensor):
     """The MLM head on labelled positions only: hidden (..., D), labels (...) -> logits (M, V), labels (M,)."""
-    selected = (labels != ignore_index).flatten().nonzero().squeeze(1)  # (M,)
+    selected = (labels != IGNORE_INDEX).flatten().nonzero().squeeze(1)  # (M,)
     h = hidden.flatten(0, -2).index_select(0, selected)  # (M, D)
     return mlm_head(h), labels.flatten().index_select(0, selected)
 
 
 def pretraining_forward(model, input_ids, token_type_ids=None, attention_mask=None, labels=None,
-                        next_sentence_label=None, *, unpad_tokens: bool = True, sparse_mlm: bool = True,
-                        mode: str = "auto"):
+                        next_sentence_label=None, *, unpad: bool = True, sparse_mlm: bool = True,
+                        attention: str = "auto") -> BertPreTrainingOutput:
     """`BertForPreTraining.forward` on the fast path (see the module docstring).
 
     Returns the same `BertPreTrainingOutput`, except that with sparse_mlm (and labels)
     `mlm_logits` is (M, V) for the M labelled positions in reading order and `mlm_labels`
     (M,) holds their labels; with unpadding alone, `mlm_logits` is padded back to (B, T, V).
     """
-    from .heads import IGNORE_INDEX
-    from .outputs import BertPreTrainingOutput
-
-    if unpad_tokens:
-        hidden, pooled, where = encode_unpadded(model.bert, input_ids, token_type_ids, attention_mask, mode)
-        flat_labels = None if labels is None else unpad(labels.unsqueeze(-1), where).squeeze(-1)  # (N,)
+    if unpad:
+        hidden, pooled, where = encode_unpadded(model.bert, input_ids, token_type_ids, attention_mask, attention)
+        flat_labels = None if labels is None else unpad_labels(labels, where)  # (R,)
     else:
         out = model.bert(input_ids, token_type_ids, attention_mask)
         hidden, pooled, where, flat_labels = out.last_hidden_state, out.pooler_output, None, labels
     mlm_labels: Optional[torch.Tensor] = None
     if sparse_mlm and labels is not None:
-        mlm_logits, mlm_labels = sparse_mlm_logits(model.mlm, hidden, flat_labels, IGNORE_INDEX)  # (M, V), (M,)
+        mlm_logits, mlm_labels = sparse_mlm_logits(model.mlm, hidden, flat_labels)  # (M, V), (M,)
     else:
-        mlm_logits = model.mlm(hidden)  # (N, V) or (B, T, V)
+        mlm_logits = model.mlm(hidden)  # (R, V) or (B, T, V)
         if where is not None:
             mlm_logits = pad(mlm_logits, where)  # (B, T, V)
     nsp_logits = model.nsp(pooled)  # (B, 2)
-    mlm_loss = nsp_loss = loss = None
-    if labels is not None:
-        targets = mlm_labels if mlm_labels is not None else labels.flatten()
-        mlm_loss = F.cross_entropy(mlm_logits.flatten(0, -2).float(), targets, ignore_index=IGNORE_INDEX)
-        loss = mlm_loss
-    if next_sentence_label is not None:
-        nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label)
-        loss = nsp_loss if loss is None else loss + nsp_loss
+    targets = mlm_labels if mlm_labels is not None else labels
+    loss, mlm_loss, nsp_loss = pretraining_loss(mlm_logits, targets, nsp_logits, next_sentence_label)
     return BertPreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, loss=loss, mlm_loss=mlm_loss,
                                  nsp_loss=nsp_loss, mlm_labels=mlm_labels)
+
+
+def unpad_labels(labels: torch.Tensor, where: Unpadded) -> torch.Tensor:
+    """(B, T) labels -> (R,): the real tokens' labels, in the order of the unpadded rows."""
+    return unpad(labels.unsqueeze(-1), where).squeeze(-1)
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """The options of the fast path, callable as `BertForPreTraining.fast_forward`."""
+
+    unpad: bool = True
+    sparse_mlm: bool = True
+    attention: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.attention not in ATTENTION_MODES:
+            raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {self.attention!r}")
+
+    def __call__(self, model, input_ids, token_type_ids, attention_mask, labels, next_sentence_label):
+        return pretraining_forward(model, input_ids, token_type_ids, attention_mask, labels, next_sentence_label,
+                                   unpad=self.unpad, sparse_mlm=self.sparse_mlm, attention=self.attention)
+
+
+def set_fast_path(model: BertForPreTraining, unpad: bool = False, sparse_mlm: bool = False,
+                  attention: str = "auto") -> BertForPreTraining:
+    """Train `model` on the fast path (same weights, same loss and gradients); returns it.
+
+    unpad: only real tokens go through the dense layers; attention per sequence, on a
+        nested tensor ("nested") or padded around attention only ("padded").
+    sparse_mlm: the MLM head only on labelled positions; `mlm_logits` is then (M, V)
+        with their labels in `mlm_labels`.
+    Both False: back to the readable path. Requests for hidden states or attention maps
+    always take the readable path.
+    """
+    path = FastPath(unpad, sparse_mlm, attention)  # checks `attention` even when switching off
+    model.fast_forward = path if (unpad or sparse_mlm) else None
+    return model

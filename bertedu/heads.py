@@ -12,17 +12,17 @@ Labels use -100 for "no label here" (every unselected token), the ignore index o
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .activations import activation
 from .config import BertConfig
-from .encoder import BertModel, activation, init_bert_weights
+from .constants import IGNORE_INDEX
+from .encoder import BertModel, init_bert_weights
 from .outputs import BertPreTrainingOutput
-
-IGNORE_INDEX = -100
 
 
 class BertMLMHead(nn.Module):
@@ -77,24 +77,9 @@ class BertForPreTraining(nn.Module):
         for layer in (self.mlm.dense, self.mlm.layer_norm, self.nsp):
             layer.apply(lambda m: init_bert_weights(m, config.initializer_range))
         nn.init.zeros_(self.mlm.decoder.bias)
-        self.fast_path: dict = {}  # set_fast_path(): options of bertedu.fast, none by default
-
-    def set_fast_path(self, unpad: bool = False, sparse_mlm: bool = False, attention: str = "auto"):
-        """Train on the fast path of `bertedu.fast` (same weights, same loss and gradients).
-
-        unpad: only real tokens go through the dense layers; attention per sequence, on a
-            nested tensor ("nested") or padded around attention only ("padded").
-        sparse_mlm: the MLM head only on labelled positions; `mlm_logits` is then (M, V)
-            with their labels in `mlm_labels`.
-        Requests for hidden states or attention maps take the readable path. Returns self.
-        """
-        from .fast import ATTENTION_MODES
-
-        if attention not in ATTENTION_MODES:
-            raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
-        self.fast_path = {"unpad_tokens": unpad, "sparse_mlm": sparse_mlm, "mode": attention} if (
-            unpad or sparse_mlm) else {}
-        return self
+        # The fast path (bertedu.fast.set_fast_path) plugs its forward in here; None: the
+        # readable forward below. This module never imports the fast one.
+        self.fast_forward: Optional[Callable[..., BertPreTrainingOutput]] = None
 
     def forward(
         self,
@@ -107,26 +92,15 @@ class BertForPreTraining(nn.Module):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
     ) -> BertPreTrainingOutput:
-        if self.fast_path and not (output_hidden_states or output_attentions):
-            from .fast import pretraining_forward
-
-            return pretraining_forward(self, input_ids, token_type_ids, attention_mask, labels,
-                                       next_sentence_label, **self.fast_path)
+        if self.fast_forward is not None and not (output_hidden_states or output_attentions):
+            return self.fast_forward(self, input_ids, token_type_ids, attention_mask, labels, next_sentence_label)
         out = self.bert(
             input_ids, token_type_ids, attention_mask,
             output_hidden_states=output_hidden_states, output_attentions=output_attentions,
         )
         mlm_logits = self.mlm(out.last_hidden_state)  # (B, T, V)
         nsp_logits = self.nsp(out.pooler_output)  # (B, 2)
-        mlm_loss = nsp_loss = loss = None
-        if labels is not None:
-            mlm_loss = F.cross_entropy(
-                mlm_logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX
-            )  # mean over labelled positions only
-            loss = mlm_loss
-        if next_sentence_label is not None:
-            nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label)
-            loss = nsp_loss if loss is None else loss + nsp_loss
+        loss, mlm_loss, nsp_loss = pretraining_loss(mlm_logits, labels, nsp_logits, next_sentence_label)
         return BertPreTrainingOutput(
             mlm_logits=mlm_logits, nsp_logits=nsp_logits, loss=loss, mlm_loss=mlm_loss,
             nsp_loss=nsp_loss, hidden_states=out.hidden_states, attentions=out.attentions,
@@ -134,3 +108,26 @@ class BertForPreTraining(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())  # the tied matrix counts once
+
+
+def pretraining_loss(
+    mlm_logits: torch.Tensor,
+    labels: Optional[torch.Tensor],
+    nsp_logits: torch.Tensor,
+    next_sentence_label: Optional[torch.Tensor],
+) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """(loss, mlm_loss, nsp_loss): each part when its labels are given, loss their sum.
+
+    mlm_logits (..., V) with labels (...): any leading shape, (B, T) here or (M,) rows on
+    the sparse fast path; cross-entropy is averaged over labelled positions only
+    (label != IGNORE_INDEX). nsp_logits (B, 2) with next_sentence_label (B,).
+    Both losses are computed in fp32, also under bf16 autocast.
+    """
+    mlm_loss = nsp_loss = loss = None
+    if labels is not None:
+        mlm_loss = F.cross_entropy(mlm_logits.flatten(0, -2).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
+        loss = mlm_loss
+    if next_sentence_label is not None:
+        nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label)
+        loss = nsp_loss if loss is None else loss + nsp_loss
+    return loss, mlm_loss, nsp_loss

@@ -32,6 +32,7 @@ import torch
 
 from .checkpoint import WEIGHTS_NAME, latest_checkpoint
 from .config import BertConfig
+from .fast import set_fast_path
 from .heads import BertForPreTraining
 from .tokenizer import load_vocab_tokenizer
 from .train import TrainConfig, TrainResult, train
@@ -254,7 +255,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     eval_dataset.examples = eval_dataset.examples[: cfg.max_eval_examples]
 
     model = BertForPreTraining(_model_config(cfg, len(tokenizer)))
-    model.set_fast_path(unpad=cfg.unpad, sparse_mlm=cfg.sparse_mlm)
+    set_fast_path(model, unpad=cfg.unpad, sparse_mlm=cfg.sparse_mlm)
     if cfg.init_from and not resume:
         _load_weights(model, Path(cfg.init_from))
 

@@ -7,6 +7,7 @@ import torch
 
 from bertedu import BertConfig, BertForPreTraining
 from bertedu import fast
+from bertedu.fast import set_fast_path
 from bertedu.train import evaluate
 
 TOL = dict(rtol=1e-5, atol=1e-5)  # fp32; the fast path only reorders sums
@@ -48,7 +49,7 @@ def loss_and_grads(model, batch):
 def test_fast_path_matches_the_readable_path(options, kernel):
     torch.manual_seed(0)
     readable = BertForPreTraining(config(attn_implementation=kernel))
-    fast_model = copy.deepcopy(readable).set_fast_path(**options)
+    fast_model = set_fast_path(copy.deepcopy(readable), **options)
     batch = ragged_batch()
     ref, ref_grads = loss_and_grads(readable, batch)
     out, grads = loss_and_grads(fast_model, batch)
@@ -71,7 +72,7 @@ def test_fast_path_matches_the_readable_path(options, kernel):
 def test_unpadding_touches_only_real_tokens():
     batch = ragged_batch()
     where = fast.unpad_index(batch["attention_mask"])
-    assert where.num_tokens == int(batch["attention_mask"].sum()) == 24 + 7 + 15 + 3 + 20
+    assert where.indices.numel() == int(batch["attention_mask"].sum()) == 24 + 7 + 15 + 3 + 20
     assert where.cu_seqlens.tolist() == [0, 24, 31, 46, 49, 69]
     x = torch.randn(5, 24, 4)
     back = fast.pad(fast.unpad(x, where), where)
@@ -93,7 +94,7 @@ def test_nested_attention_falls_back_to_padding_with_one_warning(monkeypatch):
     monkeypatch.setattr(fast, "_nested_failed", set())
     torch.manual_seed(0)
     readable = BertForPreTraining(config())
-    fast_model = copy.deepcopy(readable).set_fast_path(unpad=True, attention="nested")
+    fast_model = set_fast_path(copy.deepcopy(readable), unpad=True, attention="nested")
     batch = ragged_batch()
     with pytest.warns(UserWarning, match="padding around attention instead"):
         out = fast_model(**batch)
@@ -103,7 +104,7 @@ def test_nested_attention_falls_back_to_padding_with_one_warning(monkeypatch):
 def test_evaluation_scores_the_sparse_head_like_the_dense_one():
     torch.manual_seed(0)
     readable = BertForPreTraining(config())
-    fast_model = copy.deepcopy(readable).set_fast_path(unpad=True, sparse_mlm=True)
+    fast_model = set_fast_path(copy.deepcopy(readable), unpad=True, sparse_mlm=True)
     samples = [ragged_batch(seed=s) for s in range(3)]
 
     def collate(batches, generator):
@@ -116,16 +117,16 @@ def test_evaluation_scores_the_sparse_head_like_the_dense_one():
 
 
 def test_hidden_states_requests_take_the_readable_path():
-    model = BertForPreTraining(config()).set_fast_path(unpad=True, sparse_mlm=True)
+    model = set_fast_path(BertForPreTraining(config()), unpad=True, sparse_mlm=True)
     out = model(**ragged_batch(), output_hidden_states=True)
     assert out.mlm_logits.shape == (5, 24, 97) and len(out.hidden_states) == 3
     with pytest.raises(ValueError, match="attention must be one of"):
-        model.set_fast_path(unpad=True, attention="flash")
+        set_fast_path(model, unpad=True, attention="flash")
 
 
 def test_bf16_autocast_keeps_the_loss_within_bf16_precision():
     torch.manual_seed(0)
-    model = BertForPreTraining(config()).set_fast_path(unpad=True, sparse_mlm=True)
+    model = set_fast_path(BertForPreTraining(config()), unpad=True, sparse_mlm=True)
     batch = ragged_batch()
     fp32 = model(**batch).loss
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -137,7 +138,7 @@ def test_bf16_autocast_keeps_the_loss_within_bf16_precision():
 def test_the_fast_path_compiles_to_the_same_function():
     torch.manual_seed(0)
     readable = BertForPreTraining(config())
-    fast_model = copy.deepcopy(readable).set_fast_path(unpad=True, sparse_mlm=True)
+    fast_model = set_fast_path(copy.deepcopy(readable), unpad=True, sparse_mlm=True)
     batch = ragged_batch()
     compiled = torch.compile(fast_model, backend="aot_eager")  # traces forward and backward, no codegen
     torch.testing.assert_close(compiled(**batch).loss, readable(**batch).loss, **TOL)
