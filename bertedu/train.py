@@ -27,7 +27,6 @@ batch_size * world_size * grad_accum_steps examples.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
 import json
@@ -38,21 +37,22 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Optional
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
 
+from .batches import Collate, batch_seed, count_tokens, global_batches, steps_in_epoch, to_device
 from .checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from .utils import seed_everything
+from .constants import IGNORE_INDEX
+from .distributed import DistContext, setup_distributed, wrap_model
+from .progress import ProgressBar
+from .utils import PRECISIONS, eval_mode, seed_everything
+from .utils import autocast as mixed_precision
 
 log = logging.getLogger(__name__)
-IGNORE_INDEX = -100
 METRICS_NAME = "metrics.jsonl"
-Collate = Callable[[list, torch.Generator], dict]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class TrainConfig:
     seed: int = 0
     # hardware
     device: Optional[str] = None  # None: cuda (this process's GPU) when available, else cpu
-    precision: str = "fp32"  # "fp32" | "bf16" (autocast, CUDA only)
+    precision: str = "fp32"  # "fp32" | "bf16" (autocast, CUDA only) | "auto" (bf16 on CUDA, else fp32)
     compile: bool = False
     fused_adamw: Optional[bool] = None  # None: fused on CUDA; True also on CPU (PyTorch >= 2.4)
     ddp_find_unused_parameters: bool = False  # True for models whose loss skips some weights
@@ -101,8 +101,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not any(v is not None for v in (self.max_steps, self.epochs, self.max_tokens, self.time_budget_s)):
             raise ValueError("give a budget: max_steps, epochs, max_tokens or time_budget_s")
-        if self.precision not in ("fp32", "bf16"):
-            raise ValueError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         for name in ("batch_size", "grad_accum_steps", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -241,175 +241,6 @@ def _stop_reason(cfg: TrainConfig, max_steps: Optional[int], state: TrainState, 
     return ""
 
 
-# ---- processes and devices ---------------------------------------------------------------
-@dataclass
-class DistContext:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    device: torch.device = torch.device("cpu")
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def setup_distributed(device: Optional[str] = None) -> DistContext:
-    """Read torchrun's WORLD_SIZE / RANK / LOCAL_RANK; join the process group if there is one.
-
-    Backend nccl for GPUs, gloo for CPUs. Without torchrun: one process, rank 0.
-    The group stays up until the process exits, so a script may call train() several
-    times (pretraining, then fine-tuning): under torchrun a group cannot be made twice.
-    """
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = torch.cuda.is_available() and (device is None or device.startswith("cuda"))
-    if device is None:
-        device = f"cuda:{local_rank}" if use_cuda else "cpu"
-    ctx = DistContext(rank, world_size, local_rank, torch.device(device))
-    if ctx.device.type == "cuda":
-        torch.cuda.set_device(ctx.device)
-    if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if ctx.device.type == "cuda" else "gloo")
-        atexit.register(_leave_process_group)
-    return ctx
-
-
-def _leave_process_group() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
-
-
-def _wrap(model: nn.Module, cfg: TrainConfig, ctx: DistContext):
-    """(forward callable, DDP module or None): DDP across processes, then torch.compile."""
-    ddp = None
-    net: Any = model
-    if ctx.world_size > 1:
-        ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-        ddp = net = nn.parallel.DistributedDataParallel(
-            model, device_ids=ids, find_unused_parameters=cfg.ddp_find_unused_parameters
-        )
-    if cfg.compile:
-        net = _CompiledWithFallback(net)
-    return net, ddp
-
-
-class _CompiledWithFallback:
-    """torch.compile compiles on the first call; if that fails, warn once and run eagerly."""
-
-    def __init__(self, module: nn.Module):
-        self.eager = module
-        try:
-            self.compiled = torch.compile(module)
-        except Exception as err:  # e.g. no compiler support on this platform
-            self._fall_back(err)
-
-    def _fall_back(self, err: Exception) -> None:
-        warnings.warn(f"torch.compile failed ({type(err).__name__}: {err}); training continues in eager mode.")
-        self.compiled = None
-
-    def __call__(self, **batch):
-        if self.compiled is not None:
-            try:
-                return self.compiled(**batch)
-            except Exception as err:
-                self._fall_back(err)
-        return self.eager(**batch)
-
-
-def _autocast(precision: str, device: torch.device):
-    if precision == "bf16" and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)  # matmuls in bf16, reductions in fp32
-    if precision == "bf16":
-        warnings.warn(f"precision='bf16' uses autocast on CUDA only; on {device.type} this run stays fp32.")
-    return contextlib.nullcontext()
-
-
-def _to_device(batch: dict, device: torch.device) -> dict:
-    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
-
-
-def _count_tokens(batch: dict) -> int:
-    """Real tokens in a micro-batch: padding (attention_mask 0) does not count."""
-    if "attention_mask" in batch:
-        return int(batch["attention_mask"].sum())
-    return int(batch["input_ids"].numel()) if "input_ids" in batch else 0
-
-
-# ---- data order --------------------------------------------------------------------------
-def epoch_permutation(num_examples: int, seed: int, epoch: int) -> torch.Tensor:
-    """The order examples are seen in during `epoch`: the same for every process and run."""
-    return torch.randperm(num_examples, generator=torch.Generator().manual_seed(seed + epoch))
-
-
-def batch_seed(seed: int, step: int, slot: int) -> int:
-    """Seed for collate's generator: a pure function of (seed, step, slot), so no state to save.
-
-    slot = micro_batch * world_size + rank numbers the pieces of one global batch, so one
-    process with grad_accum_steps=2 draws the same masks as two processes with 1.
-    """
-    return int(np.random.SeedSequence([seed, step, slot]).generate_state(1, np.uint64)[0] >> 1)
-
-
-class _MicroBatches(Dataset):
-    """This process's micro-batches of one epoch, from global batch `first_batch` on, collated.
-
-    Global batch b of the epoch is perm[b*G : (b+1)*G]; it is cut into world_size *
-    grad_accum_steps slots of batch_size examples, and slot a * world_size + rank is this
-    process's micro-batch a. A map-style dataset, so a DataLoader can prepare it in workers.
-    """
-
-    def __init__(self, dataset, collate: Collate, cfg: TrainConfig, ctx: DistContext, epoch: int,
-                 first_batch: int, steps_per_epoch: int):
-        self.dataset, self.collate, self.cfg, self.ctx = dataset, collate, cfg, ctx
-        self.perm = epoch_permutation(len(dataset), cfg.seed, epoch)
-        self.first_batch, self.steps_per_epoch = first_batch, steps_per_epoch
-        self.first_step = epoch * steps_per_epoch  # the global step of this epoch's batch 0
-
-    def __len__(self) -> int:
-        return (self.steps_per_epoch - self.first_batch) * self.cfg.grad_accum_steps
-
-    def __getitem__(self, i: int) -> dict:
-        A, B, W = self.cfg.grad_accum_steps, self.cfg.batch_size, self.ctx.world_size
-        b, a = self.first_batch + i // A, i % A
-        slot = a * W + self.ctx.rank
-        start = b * (B * W * A) + slot * B
-        examples = [self.dataset[j] for j in self.perm[start : start + B].tolist()]
-        generator = torch.Generator().manual_seed(batch_seed(self.cfg.seed, self.first_step + b, slot))
-        return self.collate(examples, generator)
-
-
-def _global_batches(dataset, collate: Collate, cfg: TrainConfig, ctx: DistContext, state: TrainState,
-                    steps_per_epoch: int):
-    """Yield (epoch, batch_in_epoch, [this process's grad_accum_steps micro-batches]) forever."""
-    epoch, first = state.epoch, state.batch_in_epoch
-    while True:
-        if hasattr(dataset, "set_epoch"):  # e.g. PretrainingDataset's dynamic masks: fresh each epoch
-            dataset.set_epoch(epoch)
-        micro = _MicroBatches(dataset, collate, cfg, ctx, epoch, first, steps_per_epoch)
-        loader = DataLoader(
-            micro, batch_size=None, num_workers=cfg.num_workers, pin_memory=ctx.device.type == "cuda",
-            # an explicit generator: otherwise the DataLoader draws its worker seed from the
-            # global torch RNG, which a resumed run would then be out of step with
-            generator=torch.Generator().manual_seed(cfg.seed + epoch),
-        )
-        it = iter(loader)
-        for b in range(first, steps_per_epoch):
-            yield epoch, b, [next(it) for _ in range(cfg.grad_accum_steps)]
-        epoch, first = epoch + 1, 0
-
-
-def _steps_per_epoch(num_examples: int, cfg: TrainConfig, world_size: int) -> int:
-    global_batch = cfg.batch_size * world_size * cfg.grad_accum_steps
-    if num_examples < global_batch:
-        raise ValueError(
-            f"the dataset has {num_examples} examples, fewer than one global batch of {global_batch} "
-            f"(batch_size {cfg.batch_size} x {world_size} processes x grad_accum_steps {cfg.grad_accum_steps}); "
-            "lower batch_size or grad_accum_steps."
-        )
-    return num_examples // global_batch  # the incomplete last global batch is dropped
-
-
 # ---- evaluation and metrics --------------------------------------------------------------
 # (metric prefix, logits attribute of the output, label key of the batch)
 _ACCURACIES = [("mlm", "mlm_logits", "labels"), ("nsp", "nsp_logits", "next_sentence_label"), ("", "logits", "labels")]
@@ -428,39 +259,19 @@ def evaluate(model: nn.Module, dataset, collate: Collate, batch_size: int = 32, 
     """
     device = device or next(model.parameters()).device
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-    was_training = model.training
-    model.eval()
-    names = ["examples", "loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_total",
-             "nsp_correct", "nsp_total", "correct", "total"]
-    sums = dict.fromkeys(names, 0.0)
-    num_batches = math.ceil(len(dataset) / batch_size)
-    autocast = _autocast(precision, device)
-    for b in range(rank, num_batches, world):
-        examples = [dataset[i] for i in range(b * batch_size, min((b + 1) * batch_size, len(dataset)))]
-        batch = _to_device(collate(examples, torch.Generator().manual_seed(batch_seed(seed, b, 0))), device)
-        with autocast:
-            out = model(**batch)
-        n = len(examples)
-        sums["examples"] += n
-        for name in ("loss", "mlm_loss", "nsp_loss"):
-            value = getattr(out, name, None)
-            sums[name] += float(value) * n if value is not None else math.nan
-        for prefix, logits_name, labels_name in _ACCURACIES:
-            logits, labels = getattr(out, logits_name, None), batch.get(labels_name)
-            if prefix == "mlm" and getattr(out, "mlm_labels", None) is not None:
-                labels = out.mlm_labels  # the sparse MLM head scored the labelled positions only
-            if logits is None or labels is None:
-                continue
-            labelled = labels != IGNORE_INDEX  # only labelled positions count
-            hits = logits.argmax(-1)[labelled] == labels[labelled]
-            key = f"{prefix}_" if prefix else ""
-            sums[f"{key}correct"] += float(hits.sum())
-            sums[f"{key}total"] += float(labelled.sum())
+    sums = dict.fromkeys(_EVAL_SUMS, 0.0)
+    autocast = mixed_precision(precision, device)
+    with eval_mode(model):
+        for b in range(rank, math.ceil(len(dataset) / batch_size), world):
+            examples = [dataset[i] for i in range(b * batch_size, min((b + 1) * batch_size, len(dataset)))]
+            batch = to_device(collate(examples, torch.Generator().manual_seed(batch_seed(seed, b, 0))), device)
+            with autocast:
+                out = model(**batch)
+            _add_batch_counts(sums, out, batch, len(examples))
     if world > 1:
-        t = torch.tensor([sums[n] for n in names], dtype=torch.float64, device=device)
+        t = torch.tensor([sums[n] for n in _EVAL_SUMS], dtype=torch.float64, device=device)
         dist.all_reduce(t)
-        sums = dict(zip(names, t.tolist()))
-    model.train(was_training)
+        sums = dict(zip(_EVAL_SUMS, t.tolist()))
     n = max(sums["examples"], 1.0)
     result = {"examples": int(sums["examples"])}
     for name in ("loss", "mlm_loss", "nsp_loss"):
@@ -470,6 +281,29 @@ def evaluate(model: nn.Module, dataset, collate: Collate, batch_size: int = 32, 
         if sums[f"{key}total"] > 0:
             result[f"{key}accuracy"] = sums[f"{key}correct"] / sums[f"{key}total"]
     return result
+
+
+_EVAL_SUMS = ("examples", "loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_total",
+              "nsp_correct", "nsp_total", "correct", "total")
+
+
+def _add_batch_counts(sums: dict, out, batch: dict, n: int) -> None:
+    """Add one batch's example count, size-weighted losses and accuracy counts to `sums`."""
+    sums["examples"] += n
+    for name in ("loss", "mlm_loss", "nsp_loss"):
+        value = getattr(out, name, None)
+        sums[name] += float(value) * n if value is not None else math.nan
+    for prefix, logits_name, labels_name in _ACCURACIES:
+        logits, labels = getattr(out, logits_name, None), batch.get(labels_name)
+        if prefix == "mlm" and getattr(out, "mlm_labels", None) is not None:
+            labels = out.mlm_labels  # the sparse MLM head scored the labelled positions only
+        if logits is None or labels is None:
+            continue
+        labelled = labels != IGNORE_INDEX  # only labelled positions count
+        hits = logits.argmax(-1)[labelled] == labels[labelled]
+        key = f"{prefix}_" if prefix else ""
+        sums[f"{key}correct"] += float(hits.sum())
+        sums[f"{key}total"] += float(labelled.sum())
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:
@@ -502,17 +336,14 @@ def train(
     ctx = setup_distributed(cfg.device)
     model.to(ctx.device)
     optimizer = make_optimizer(model, cfg, ctx.device)
-    steps_per_epoch = _steps_per_epoch(len(dataset), cfg, ctx.world_size)
-    max_steps = cfg.max_steps
-    if cfg.epochs is not None:
-        epoch_steps = math.ceil(cfg.epochs * steps_per_epoch)
-        max_steps = epoch_steps if max_steps is None else min(max_steps, epoch_steps)
+    steps_per_epoch = steps_in_epoch(len(dataset), cfg, ctx.world_size)
+    max_steps = _max_steps(cfg, steps_per_epoch)
     state, checkpoint, records = _start_or_resume(model, optimizer, cfg, ctx, len(dataset), resume)
 
-    net, ddp = _wrap(model, cfg, ctx)
-    autocast = _autocast(cfg.precision, ctx.device)
-    batches = _global_batches(dataset, collate, cfg, ctx, state, steps_per_epoch)
-    bar = _ProgressBar(cfg, max_steps, state, enabled=cfg.progress and ctx.is_main)
+    net, ddp = wrap_model(model, ctx, compile=cfg.compile, find_unused_parameters=cfg.ddp_find_unused_parameters)
+    autocast = mixed_precision(cfg.precision, ctx.device)
+    batches = global_batches(dataset, collate, cfg, ctx, state, steps_per_epoch)
+    bar = ProgressBar(cfg, max_steps, state, enabled=cfg.progress and ctx.is_main)
     clock = time.perf_counter() - state.elapsed_s  # elapsed time carries over a resume
     window = (state.tokens_seen, state.elapsed_s)  # tokens and time at the last log line
     loss, last_eval = None, None
@@ -527,14 +358,9 @@ def train(
             model.train()
             sums, parts = _forward_backward(net, ddp, micro_batches, autocast, ctx.device)
 
-            # 3. one set of numbers for all processes (mean loss and time, total tokens),
-            #    read with one GPU sync per step, and checked before anything changes
-            sums[4] = time.perf_counter() - clock
-            if ctx.world_size > 1:
-                dist.all_reduce(sums)
-                sums[[0, 1, 2, 4]] /= ctx.world_size
-            grad_norm = clip_gradients(model, cfg.max_grad_norm)  # the norm before clipping
-            loss, mlm_loss, nsp_loss, tokens, elapsed, grad_norm = [*sums.tolist(), float(grad_norm)]
+            # 3. one set of numbers for all processes, checked before anything changes
+            loss, mlm_loss, nsp_loss, tokens, elapsed = _reduce_step_numbers(sums, clock, ctx)
+            grad_norm = float(clip_gradients(model, cfg.max_grad_norm))  # the norm before clipping
             if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                 raise TrainingDivergedError(state.step + 1, loss, grad_norm, checkpoint)
             # 4. the update
@@ -571,6 +397,24 @@ def train(
 
 
 # ---- helpers of train() ------------------------------------------------------------------
+def _max_steps(cfg: TrainConfig, steps_per_epoch: int) -> Optional[int]:
+    """The step budget: max_steps, or the steps of `epochs` epochs, whichever comes first."""
+    if cfg.epochs is None:
+        return cfg.max_steps
+    epoch_steps = math.ceil(cfg.epochs * steps_per_epoch)
+    return epoch_steps if cfg.max_steps is None else min(cfg.max_steps, epoch_steps)
+
+
+def _reduce_step_numbers(sums: torch.Tensor, clock: float, ctx: DistContext) -> list[float]:
+    """[loss, mlm_loss, nsp_loss, tokens, elapsed]: means over processes of the losses and
+    the time, the total of real tokens; read with one GPU sync per step."""
+    sums[4] = time.perf_counter() - clock
+    if ctx.world_size > 1:
+        dist.all_reduce(sums)
+        sums[[0, 1, 2, 4]] /= ctx.world_size
+    return sums.tolist()
+
+
 def _forward_backward(net, ddp, micro_batches: list[dict], autocast, device: torch.device):
     """Forward and backward each micro-batch of one step; the gradients add up in .grad.
 
@@ -586,8 +430,8 @@ def _forward_backward(net, ddp, micro_batches: list[dict], autocast, device: tor
     sums = torch.zeros(5, device=device)
     parts = set()
     for i, batch in enumerate(micro_batches):
-        sums[3] += _count_tokens(batch)
-        batch = _to_device(batch, device)
+        sums[3] += count_tokens(batch)
+        batch = to_device(batch, device)
         # DDP all-reduces gradients during backward; only the last micro-batch needs that
         sync = ddp is None or i == A - 1
         with contextlib.nullcontext() if sync else ddp.no_sync():
@@ -674,41 +518,3 @@ def _log(cfg: TrainConfig, ctx: DistContext, record: dict) -> dict:
         with open(Path(cfg.out_dir) / METRICS_NAME, "a") as f:
             f.write(json.dumps(record) + "\n")
     return record
-
-
-class _ProgressBar:
-    """tqdm over the budget (steps, else tokens, else seconds): loss, tokens/s and an ETA."""
-
-    def __init__(self, cfg: TrainConfig, max_steps: Optional[int], state: TrainState, enabled: bool):
-        self.bar = None
-        if not enabled:
-            return
-        from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
-
-        if max_steps is not None:
-            self.unit, total, done = "step", max_steps, state.step
-        elif cfg.max_tokens is not None:
-            self.unit, total, done = "tok", cfg.max_tokens, state.tokens_seen
-        else:
-            self.unit, total, done = "s", cfg.time_budget_s, state.elapsed_s
-        self.done = done
-        seconds = "{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}{postfix}]" if self.unit == "s" else None
-        self.bar = tqdm(total=total, initial=done, unit=self.unit, unit_scale=self.unit == "tok",
-                        bar_format=seconds, dynamic_ncols=True)
-        self.start = (state.tokens_seen, time.perf_counter())
-
-    def update(self, state: TrainState, loss: float) -> None:
-        if self.bar is None:
-            return
-        now = {"step": state.step, "tok": state.tokens_seen, "s": state.elapsed_s}[self.unit]
-        self.bar.update(min(now, self.bar.total) - self.done)
-        self.done = min(now, self.bar.total)
-        speed = (state.tokens_seen - self.start[0]) / max(time.perf_counter() - self.start[1], 1e-9)
-        self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{speed:,.0f}", refresh=False)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.close()

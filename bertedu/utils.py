@@ -1,11 +1,18 @@
-"""Small helpers every notebook's first cell uses: seeds, threads, the scale switch."""
+"""Small helpers: seeds, threads, the scale switch (every notebook's first cell), and the
+eval-mode and mixed-precision switches the training and inference code share."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import warnings
+from typing import Iterator
 
 import torch
+from torch import nn
+
+PRECISIONS = ("auto", "fp32", "bf16")
 
 
 def seed_everything(seed: int = 0) -> torch.Generator:
@@ -40,3 +47,35 @@ def setup_notebook(seed: int = 0, threads: int = 2) -> str:
     torch.set_num_threads(threads)
     seed_everything(seed)
     return course_scale()
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Run the body in eval mode (no dropout), then put the model back as it was."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def resolve_precision(precision: str, device: torch.device | str | None = None) -> str:
+    """"auto" -> "bf16" on CUDA, "fp32" elsewhere; "fp32" and "bf16" stay as they are."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision != "auto":
+        return precision
+    on_cuda = torch.cuda.is_available() if device is None else torch.device(device).type == "cuda"
+    return "bf16" if on_cuda else "fp32"
+
+
+def autocast(precision: str, device: torch.device):
+    """The mixed-precision context for `precision` on `device`: bf16 autocast on CUDA
+    (matmuls in bf16, reductions and the loss in fp32), nothing for fp32."""
+    precision = resolve_precision(precision, device)
+    if precision == "bf16" and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    if precision == "bf16":
+        warnings.warn(f"precision='bf16' uses autocast on CUDA only; on {device.type} this run stays fp32.")
+    return contextlib.nullcontext()

@@ -22,9 +22,9 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from bertedu import BertConfig, BertForPreTraining
 from bertedu.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, rng_state, set_rng_state
+from bertedu.batches import batch_seed, epoch_permutation
 from bertedu.train import (
-    TrainConfig, TrainingDivergedError, batch_seed, clip_gradients, epoch_permutation, evaluate,
-    linear_schedule, param_groups, read_metrics, train,
+    TrainConfig, TrainingDivergedError, clip_gradients, evaluate, linear_schedule, param_groups, read_metrics, train,
 )
 from bertedu.viz import plot_metrics
 
