@@ -26,3 +26,29 @@ class BertPreTrainingOutput:
     hidden_states: Optional[tuple[torch.Tensor, ...]] = None
     attentions: Optional[tuple[torch.Tensor, ...]] = None
     mlm_labels: Optional[torch.Tensor] = None  # (M,): the labels of sparse mlm_logits' rows
+
+
+# The fine-tuning heads' outputs (bertedu.tasks).
+@dataclass
+class SequenceClassifierOutput:
+    logits: torch.Tensor  # (B, C); (B, 1) for regression
+    loss: Optional[torch.Tensor] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+@dataclass
+class TokenClassifierOutput:
+    logits: torch.Tensor  # (B, T, C)
+    loss: Optional[torch.Tensor] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    attentions: Optional[tuple[torch.Tensor, ...]] = None
+
+
+@dataclass
+class QuestionAnsweringOutput:
+    start_logits: torch.Tensor  # (B, T)
+    end_logits: torch.Tensor  # (B, T)
+    loss: Optional[torch.Tensor] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    attentions: Optional[tuple[torch.Tensor, ...]] = None

@@ -41,6 +41,7 @@ import os
 import re
 import tempfile
 import unicodedata
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -649,10 +650,7 @@ class FastTokenizer(WordPieceTokenizer):
 
     def __init__(self, vocab: Mapping[str, int], **kwargs):
         super().__init__(vocab, **kwargs)
-        self.backend = build_backend(self.vocab, self.lowercase, self.chinese_chars)
-        if not self.split_special_tokens:
-            # Registered special tokens are matched in the raw text before normalisation.
-            self.backend.add_special_tokens(list(SPECIAL_TOKENS))
+        self.backend = _backend_like(self)
 
     def _tokenize_plain(self, text: str) -> list[str]:
         return self.backend.encode(text, add_special_tokens=False).tokens
@@ -667,6 +665,34 @@ class FastTokenizer(WordPieceTokenizer):
 
 
 IMPLEMENTATIONS = {"reference": ReferenceTokenizer, "fast": FastTokenizer}
+
+
+def _backend_like(tokenizer: WordPieceTokenizer):
+    """A new backend with `tokenizer`'s vocabulary, casing, CJK and special-token rules."""
+    backend = build_backend(tokenizer.vocab, tokenizer.lowercase, tokenizer.chinese_chars)
+    if not tokenizer.split_special_tokens:
+        # Registered special tokens are matched in the raw text before normalisation.
+        backend.add_special_tokens(list(tokenizer.special_tokens))
+    return backend
+
+
+_built_backends: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def tokenizer_backend(tokenizer: WordPieceTokenizer):
+    """The `tokenizers.Tokenizer` that runs `tokenizer`'s rules.
+
+    The fast implementation's own `.backend`; for the reference one, a backend built over
+    the same vocabulary on first use and kept while the tokenizer lives. What needs the
+    backend: character offsets into the original text (`bertedu.data.qa.tokenize_with_offsets`),
+    which only its normaliser keeps.
+    """
+    if isinstance(tokenizer, FastTokenizer):
+        return tokenizer.backend
+    backend = _built_backends.get(tokenizer)
+    if backend is None:
+        backend = _built_backends[tokenizer] = _backend_like(tokenizer)
+    return backend
 
 
 def load_vocab_tokenizer(

@@ -503,7 +503,7 @@ def sliding_windows(features: Sequence, answer: Optional[tuple[int, int]] = None
     """The windows a long context was cut into, one bar per window, over the context's tokens.
     Introduced in notebook 11.
 
-    features: a context's windows (`bertedu.tasks.qa_features`; each has `offsets`, None
+    features: a context's windows (`bertedu.data.qa.qa_features`; each has `offsets`, None
     outside the context, and `max_context`). The dark part of each bar is where that
     window is its tokens' max-context window (where an answer may start); the arrows show
     the stride between window starts. `answer`: (first, last) context token, drawn as a band.

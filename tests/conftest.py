@@ -3,6 +3,9 @@ import os
 import pytest
 import torch
 
+from bertedu.pretrained import minilm_vocab_path
+from bertedu.tokenizer import load_vocab_tokenizer
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 torch.set_num_threads(min(2, torch.get_num_threads()))
@@ -11,6 +14,18 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def tok():
+    """The reference tokenizer over all-MiniLM-L6-v2's uncased vocabulary."""
+    return load_vocab_tokenizer(minilm_vocab_path())
+
+
+@pytest.fixture(scope="session")
+def fast_tok():
+    """The fast tokenizer over the same vocabulary."""
+    return load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
 
 
 def ragged_batch(vocab_size: int, lengths=(9, 5, 7, 2), type_vocab_size: int = 2, pad_id: int = 0):

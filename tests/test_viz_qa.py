@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from bertedu.pretrained import minilm_vocab_path
-from bertedu.tasks import qa_features
+from bertedu.data.qa import qa_features
 from bertedu.tokenizer import load_vocab_tokenizer
 from bertedu.viz import sliding_windows, span_score_map
 
