@@ -13,6 +13,11 @@ Atomic: everything is written into a hidden temporary directory first and only t
 renamed to `checkpoint-<step>` (a rename is all-or-nothing on one file system), so a
 crash while saving leaves the previous checkpoint untouched and never a half-written one
 under a real name.
+
+Every weight file in bertedu goes through this module: `save_checkpoint` /
+`load_checkpoint` for training checkpoints, `save_weights` / `load_weights` for a folder
+of weights alone (a fine-tuned model, the shipped pretrained models). Both write
+atomically and check the saved config against the model on load.
 """
 
 from __future__ import annotations
@@ -120,28 +125,12 @@ def save_checkpoint(
     out_dir.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(out_dir)
     final = out_dir / f"checkpoint-{step}"
-    tmp = out_dir / f"{_TMP_PREFIX}{step}-{os.getpid()}"
-    tmp.mkdir()
-    try:
-        # safetensors refuses two names for one tensor; save_model drops the tied alias
-        # (mlm.decoder.weight is the word-embedding matrix) and load_model re-ties it.
-        save_model(model, str(tmp / WEIGHTS_NAME), metadata={"format": "pt", "step": str(step)})
-        _write_json(tmp / CONFIG_NAME, model_config_dict(model))
-        for name, content in (extra_json or {}).items():
-            _write_json(tmp / name, content)
+
+    def write(tmp: Path) -> None:
+        _write_weights(tmp, model, extra_json, metadata={"step": str(step)})
         torch.save(training_state, tmp / STATE_NAME)
-        _fsync_dir(tmp)
-        if final.exists():  # saving the same step again: move the old one aside first
-            old = out_dir / f"{_TMP_PREFIX}old-{step}-{os.getpid()}"
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, final)  # the atomic moment: before it, no checkpoint-<step> exists
-        _fsync_dir(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    _write_folder_atomically(final, write)
     # Only once the new checkpoint is complete are older ones removed.
     for old in list_checkpoints(out_dir)[:-keep_last] if keep_last > 0 else []:
         if old != final:
@@ -149,8 +138,51 @@ def save_checkpoint(
     return final
 
 
+def save_weights(folder: str | os.PathLike, model: nn.Module, *, extra_json: Optional[dict[str, dict]] = None) -> Path:
+    """Write `folder/` atomically: model.safetensors, config.json and the `extra_json` files.
+
+    A folder of weights alone (no optimiser or RNG state), e.g. a fine-tuned model; an
+    existing folder of that name is replaced only once the new one is complete.
+    """
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _write_folder_atomically(folder, lambda tmp: _write_weights(tmp, model, extra_json))
+    return folder
+
+
+def _write_weights(folder: Path, model: nn.Module, extra_json: Optional[dict[str, dict]],
+                   metadata: Optional[dict[str, str]] = None) -> None:
+    # safetensors refuses two names for one tensor; save_model drops the tied alias
+    # (mlm.decoder.weight is the word-embedding matrix) and load_model re-ties it.
+    save_model(model, str(folder / WEIGHTS_NAME), metadata={"format": "pt", **(metadata or {})})
+    _write_json(folder / CONFIG_NAME, model_config_dict(model))
+    for name, content in (extra_json or {}).items():
+        _write_json(folder / name, content)
+
+
+def _write_folder_atomically(final: Path, write) -> None:
+    """write(tmp) fills a hidden temporary sibling of `final`, which is then renamed to it."""
+    tmp = final.parent / f"{_TMP_PREFIX}{final.name}-{os.getpid()}"
+    tmp.mkdir()
+    try:
+        write(tmp)
+        _fsync_dir(tmp)
+        if final.exists():  # writing the same folder again: move the old one aside first
+            old = final.parent / f"{_TMP_PREFIX}old-{final.name}-{os.getpid()}"
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, final)  # the atomic moment: before it, no folder of that name exists
+        _fsync_dir(final.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def _write_json(path: Path, content: dict) -> None:
-    path.write_text(json.dumps(content, indent=2, sort_keys=True, default=str) + "\n")
+    path.write_text(json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n",
+                    encoding="utf-8")
 
 
 def _fsync_dir(path: Path) -> None:
@@ -199,11 +231,7 @@ def load_checkpoint(
             f"checkpoint {path} is incomplete (missing {', '.join(missing)}): it was not written by "
             "bertedu.checkpoint.save_checkpoint or was damaged; load an earlier checkpoint."
         )
-    _check_config(path, model)
-    try:
-        load_model(model, str(path / WEIGHTS_NAME), strict=True, device=str(_device_of(model)))
-    except RuntimeError as err:
-        raise CheckpointError(f"the weights in {path / WEIGHTS_NAME} do not fit this model: {err}") from err
+    load_weights(path, model)
     state = torch.load(path / STATE_NAME, map_location="cpu", weights_only=True)
     if optimizer is not None:
         try:
@@ -217,8 +245,30 @@ def load_checkpoint(
     return state
 
 
+def read_config(folder: str | os.PathLike) -> dict[str, Any]:
+    """The model config saved in a checkpoint or weights folder, as a dict."""
+    path = Path(folder) / CONFIG_NAME
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing: {folder} is not a folder of bertedu weights.")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_weights(folder: str | os.PathLike, model: nn.Module) -> nn.Module:
+    """Load `folder/model.safetensors` into `model` after checking `folder/config.json`
+    against the model's config; a training checkpoint folder works too. Returns the model."""
+    folder = Path(folder)
+    if not (folder / WEIGHTS_NAME).is_file():
+        raise CheckpointError(f"{folder / WEIGHTS_NAME} is missing: {folder} holds no bertedu weights.")
+    _check_config(folder, model)
+    try:
+        load_model(model, str(folder / WEIGHTS_NAME), strict=True, device=str(_device_of(model)))
+    except RuntimeError as err:
+        raise CheckpointError(f"the weights in {folder / WEIGHTS_NAME} do not fit this model: {err}") from err
+    return model
+
+
 def _check_config(path: Path, model: nn.Module) -> None:
-    saved = json.loads((path / CONFIG_NAME).read_text())
+    saved = read_config(path)
     current = json.loads(json.dumps(model_config_dict(model), default=str))  # as it would be saved
     if not saved or not current:
         return  # a model without a dataclass config: the weights check below still runs

@@ -30,15 +30,16 @@ from typing import Optional
 
 import torch
 
-from .checkpoint import WEIGHTS_NAME, latest_checkpoint
+from .checkpoint import latest_checkpoint, load_weights, read_config
 from .config import BertConfig
+from .constants import VOCAB_NAME
 from .fast import set_fast_path
 from .heads import BertForPreTraining
 from .tokenizer import load_vocab_tokenizer
 from .train import TrainConfig, TrainResult, train
+from .utils import eval_mode, resolve_precision, seed_everything
 from .viz import plot_metrics
 
-VOCAB_NAME = "vocab.txt"
 RUN_NAME = "run.json"
 
 
@@ -254,6 +255,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     eval_dataset = build_pretraining_dataset(eval_docs, tokenizer, masking="static", **common)
     eval_dataset.examples = eval_dataset.examples[: cfg.max_eval_examples]
 
+    seed_everything(cfg.seed)  # the initial weights come from --seed too: same command, same run
     model = BertForPreTraining(_model_config(cfg, len(tokenizer)))
     set_fast_path(model, unpad=cfg.unpad, sparse_mlm=cfg.sparse_mlm)
     if cfg.init_from and not resume:
@@ -264,8 +266,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     def collate(examples, generator):  # masks come from the data set, fixed by (seed, epoch, index)
         return collate_pretraining(examples, pad_token_id=pad)
 
-    cuda = torch.cuda.is_available()
-    precision = ("bf16" if cuda else "fp32") if cfg.precision == "auto" else cfg.precision
+    precision = resolve_precision(cfg.precision)
     train_cfg = TrainConfig(
         lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_ratio=cfg.warmup_ratio,
         max_steps=cfg.steps, max_tokens=cfg.max_tokens, time_budget_s=cfg.time_budget,
@@ -287,12 +288,10 @@ def _model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
 
 
 def _load_weights(model: torch.nn.Module, run_dir: Path) -> None:
-    from safetensors.torch import load_model
-
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"--init-from {run_dir}: no checkpoint-<step> folder in it")
-    load_model(model, str(checkpoint / WEIGHTS_NAME), strict=True)
+    load_weights(checkpoint, model)
 
 
 def load_pretrained(run_dir: str | Path, impl: str = "fast"):
@@ -301,11 +300,7 @@ def load_pretrained(run_dir: str | Path, impl: str = "fast"):
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"{run_dir} has no checkpoint-<step> folder: is it a `bertedu pretrain --out` folder?")
-    fields = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
-    model = BertForPreTraining(BertConfig(**fields))
-    from safetensors.torch import load_model
-
-    load_model(model, str(checkpoint / WEIGHTS_NAME), strict=True)
+    model = load_weights(checkpoint, BertForPreTraining(BertConfig(**read_config(checkpoint))))
     tokenizer = load_vocab_tokenizer(run_dir / VOCAB_NAME, impl=impl)
     return model.eval(), tokenizer
 
@@ -318,10 +313,8 @@ def fill_mask(model: BertForPreTraining, tokenizer, text: str, top_k: int = 5) -
     positions = (ids[0] == tokenizer.mask_token_id).nonzero().flatten()
     if len(positions) == 0:
         raise ValueError(f"no [MASK] in {text!r}: write [MASK] where the model should fill in a word")
-    was_training = model.training
-    model.eval()
-    logits = model(ids, torch.tensor([enc.token_type_ids])).mlm_logits[0, positions]  # (M, V)
-    model.train(was_training)
+    with eval_mode(model):
+        logits = model(ids, torch.tensor([enc.token_type_ids])).mlm_logits[0, positions]  # (M, V)
     probs = logits.softmax(-1)
     special = torch.tensor(sorted(tokenizer.special_ids))
     probs[:, special] = 0.0  # a special token is never a word to fill in

@@ -515,6 +515,11 @@ def _save(model, optimizer, cfg: TrainConfig, ctx: DistContext, state: TrainStat
 def _log(cfg: TrainConfig, ctx: DistContext, record: dict) -> dict:
     """Append one record to out_dir/metrics.jsonl (process 0 only) and return it."""
     if cfg.out_dir and ctx.is_main:
-        with open(Path(cfg.out_dir) / METRICS_NAME, "a") as f:
-            f.write(json.dumps(record) + "\n")
+        append_metrics(cfg.out_dir, record)
     return record
+
+
+def append_metrics(out_dir: str | os.PathLike, record: dict) -> None:
+    """Append one JSON record a line to out_dir/metrics.jsonl."""
+    with open(Path(out_dir) / METRICS_NAME, "a") as f:
+        f.write(json.dumps(record) + "\n")
