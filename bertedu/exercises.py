@@ -132,11 +132,12 @@ def check_close(
 def check_equal(actual: Any, expected: Any, name: str = "result", hint: str | None = None) -> None:
     """Exact equality; for sequences, name the first position that differs."""
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            if a != e:
-                _fail(name, f"differs at position {i}: got {a!r}, expected {e!r}", hint)
+        first = next((i for i, (a, e) in enumerate(zip(actual, expected)) if a != e), None)
         if len(actual) != len(expected):
-            _fail(name, f"has {len(actual)} items, expected {len(expected)}", hint)
+            where = "" if first is None else f"; the first difference is at position {first}"
+            _fail(name, f"has {len(actual)} items, expected {len(expected)}{where}", hint)
+        if first is not None:
+            _fail(name, f"differs at position {first}: got {actual[first]!r}, expected {expected[first]!r}", hint)
         return
     if _shape(expected) is not None:
         check_shape(actual, _shape(expected), name, hint)
