@@ -1,7 +1,7 @@
 """Pictures: attention heat maps, embedding tables, bertviz adapters.
 
 Every function draws on a matplotlib Axes (made if not given) and returns it, so
-notebooks can compose figures; `save_figure` writes a small PNG into figures/.
+notebooks can compose figures; `save_figure` writes a small PNG into `figures_dir()`.
 Introduced in notebooks 02-04; MLM masking pictures and the masking explorer in notebook 05.
 """
 
@@ -15,7 +15,26 @@ import torch
 
 from .train import read_metrics
 
-FIGURES_DIR = Path(__file__).resolve().parent.parent / "figures"
+FIGURES_ENV = "BERTEDU_FIGURES_DIR"
+
+
+def figures_dir() -> Path:
+    """Where `save_figure` writes: the folder named by $BERTEDU_FIGURES_DIR if set; else,
+    inside a bertedu checkout (the notebooks run from its notebooks/ folder), the
+    checkout's figures/; else figures/ in the current folder.
+
+    Found from where the learner runs, not from where the package is installed: a
+    non-editable install lives in site-packages, which is no place for a learner's
+    pictures. The tests point $BERTEDU_FIGURES_DIR at a temporary folder.
+    """
+    configured = os.environ.get(FIGURES_ENV)
+    if configured:
+        return Path(configured)
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file() and (folder / "bertedu" / "__init__.py").is_file():
+            return folder / "figures"
+    return here / "figures"
 
 
 def _axes(ax=None, figsize=(4, 4)):
@@ -107,8 +126,9 @@ def bertviz_inputs(attentions: Sequence[torch.Tensor], batch_index: int = 0, len
 
 
 def save_figure(fig, name: str, folder: Optional[Path] = None, dpi: int = 110) -> Path:
-    """Write `fig` as figures/<name>.png (small: modest dpi, tight box) and return the path."""
-    folder = FIGURES_DIR if folder is None else Path(folder)
+    """Write `fig` as <name>.png (small: modest dpi, tight box) into `folder`, by default
+    `figures_dir()`, and return the path."""
+    folder = figures_dir() if folder is None else Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
@@ -138,21 +158,34 @@ def mask_heatmap(mask: torch.Tensor, tokens: Sequence[str], ax=None, title: Opti
 
 
 def use_cjk_font(sample: str = "我是谁") -> Optional[str]:
-    """Let matplotlib draw Chinese characters, if an installed font can.
+    """Let matplotlib draw Chinese characters, on any machine.
 
-    Finds a font that has every character of `sample`, appends it to matplotlib's
-    font.family as a fallback (Latin text keeps the current font) and returns its name;
-    returns None when no installed font has the characters (label with pinyin instead).
-    Introduced in notebook 03.
+    Registers Noto Sans SC (Google/Adobe, SIL Open Font License 1.1), which the course
+    installs with the `pylopdf-fonts-zh-cn` package, then finds a font that has every
+    character of `sample` (that one first, then any installed font), appends it to
+    matplotlib's font.family as a fallback (Latin text keeps the current font; matplotlib
+    takes each glyph it lacks from the next family) and returns its name. Returns None
+    when no font has the characters (label with pinyin then). Introduced in notebook 03.
     """
     import matplotlib as mpl
     from matplotlib import font_manager
     from matplotlib.ft2font import FT2Font
 
     wanted = {ord(c) for c in sample if not c.isspace()}
+    try:
+        from pylopdf_fonts_zh_cn import sans_path
+
+        packaged = str(sans_path())
+        if not any(e.fname == packaged for e in font_manager.fontManager.ttflist):
+            font_manager.fontManager.addfont(packaged)
+    except ImportError:  # a course install has it; without it, look at the fonts of the machine
+        packaged = None
     hints = ("CJK", "Hei", "Song", "Ming", "Kai", "WenQuanYi", "Han", "SC", "TC", "Gothic", "PingFang")
-    # Likely candidates first, so a machine with hundreds of fonts is still quick.
-    entries = sorted(font_manager.fontManager.ttflist, key=lambda e: not any(h in e.name for h in hints))
+    # The course's font first, then likely candidates, so a machine with hundreds of fonts is still quick.
+    entries = sorted(
+        font_manager.fontManager.ttflist,
+        key=lambda e: (e.fname != packaged, not any(h in e.name for h in hints)),
+    )
     for entry in entries:
         if entry.name.startswith("Last Resort"):  # a placeholder box for every code point
             continue
