@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-IGNORE_INDEX = -100  # the label of every token the MLM loss must skip
+from ..constants import IGNORE_INDEX
 SELECTIONS = ("bernoulli", "exact")
 # Tokens that can never belong to a word that masking may pick.
 NON_WORD_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[MASK]")
@@ -105,13 +105,7 @@ def mask_tokens(
     """
     input_ids, special_tokens_mask = _check_inputs(input_ids, special_tokens_mask, vocab_size, mask_token_id)
     _check_probabilities(mlm_probability, mask_replace_prob, random_replace_prob)
-    if selection not in SELECTIONS:
-        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}.")
-    if max_predictions_per_seq is not None and selection != "exact":
-        raise ValueError(
-            "max_predictions_per_seq caps the per-sequence count of selection='exact'; "
-            "'bernoulli' has no count to cap. Pass selection='exact' or drop the cap."
-        )
+    _check_selection(selection, max_predictions_per_seq)
     one_row = input_ids.dim() == 1
     if one_row:
         input_ids, special_tokens_mask = input_ids[None], special_tokens_mask[None]  # (1, T)
@@ -120,42 +114,58 @@ def mask_tokens(
     eligible = ~special_tokens_mask.bool()  # (B, T) tokens that may be selected
     if word_ids is not None:
         word_ids = _as_word_ids(word_ids, (B, T), eligible, device)  # (B, T)
-
-    # The ids a random replacement may never take: the special tokens.
-    forbidden = [torch.tensor([mask_token_id], device=device), input_ids[~eligible]]  # [CLS]/[SEP]/[PAD] as they occur
-    if special_ids is not None:
-        forbidden.append(torch.as_tensor(list(special_ids), dtype=torch.long, device=device))
-    forbidden = torch.cat(forbidden).unique()  # (S,) sorted
-    if forbidden.min() < 0 or forbidden.max() >= vocab_size:
-        raise ValueError(f"special_ids must be ids in 0..{vocab_size - 1}, got {forbidden.tolist()}.")
-    n_allowed = vocab_size - len(forbidden)
-    if n_allowed == 0:
-        raise ValueError("Every id of the vocabulary is special: there is no token to draw as a random replacement.")
+    forbidden = _forbidden_ids(input_ids, eligible, mask_token_id, special_ids, vocab_size)  # (S,) sorted
 
     # All random numbers are drawn up front, with fixed shapes, so that the generator
     # advances the same way whatever gets selected.
     draw_device = generator.device if generator is not None else device
     u_select = torch.rand(B, T, generator=generator, device=draw_device).to(device)  # (B, T)
     u_action = torch.rand(B, T, generator=generator, device=draw_device).to(device)  # (B, T)
-    pick = torch.randint(n_allowed, (B, T), generator=generator, device=draw_device).to(device)  # (B, T)
+    pick = torch.randint(vocab_size - len(forbidden), (B, T), generator=generator, device=draw_device).to(device)
 
-    u_word = u_select  # (B, T) with word_ids: u_word[b, w] is the draw of word w of row b
-    if word_ids is not None:
-        # Every piece of a word reads the draw stored at its word's index, so the pieces
-        # of one word are selected (and, per word, treated) together.
-        index = word_ids.clamp(min=0)  # (B, T); specials read index 0 but are never eligible
-        u_select = u_word.gather(1, index)  # (B, T)
-        if per_word_decision:
-            u_action = u_action.gather(1, index)  # (B, T)
+    selected = _select(u_select, eligible, word_ids, selection, mlm_probability, max_predictions_per_seq)  # (B, T)
+    if word_ids is not None and per_word_decision:
+        u_action = u_action.gather(1, word_ids.clamp(min=0))  # (B, T) one decision per word, read by its pieces
+    masked, labels = _corrupt(input_ids, selected, u_action, pick, forbidden,
+                              mask_token_id, mask_replace_prob, random_replace_prob)
+    if one_row:
+        return masked[0], labels[0]
+    return masked, labels
 
+
+def _select(
+    u: torch.Tensor, eligible: torch.Tensor, word_ids: torch.Tensor | None, selection: str, p: float, cap: int | None
+) -> torch.Tensor:
+    """Which tokens the MLM must predict: (B, T) bool, never an ineligible one.
+
+    u (B, T): uniform draws. With word_ids, u[b, w] is the draw of word w of row b, and
+    every piece of a word reads its word's draw, so the pieces of a word are selected together.
+    """
     if selection == "bernoulli":
+        if word_ids is not None:
+            u = u.gather(1, word_ids.clamp(min=0))  # (B, T); specials read index 0 but are never eligible
         # Each eligible token (or word) is selected with probability p, independently.
-        selected = eligible & (u_select < mlm_probability)  # (B, T)
-    elif word_ids is None:
-        selected = _exact_tokens(u_select, eligible, mlm_probability, max_predictions_per_seq)
-    else:
-        selected = _exact_words(u_word, eligible, word_ids, mlm_probability, max_predictions_per_seq)
+        return eligible & (u < p)  # (B, T)
+    if word_ids is None:
+        return _exact_tokens(u, eligible, p, cap)
+    return _exact_words(u, eligible, word_ids, p, cap)
 
+
+def _corrupt(
+    input_ids: torch.Tensor,
+    selected: torch.Tensor,
+    u_action: torch.Tensor,
+    pick: torch.Tensor,
+    forbidden: torch.Tensor,
+    mask_token_id: int,
+    mask_replace_prob: float = 0.8,
+    random_replace_prob: float = 0.1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's 80/10/10 rule on the selected tokens -> (masked_input_ids, labels), both (B, T).
+
+    u_action (B, T): uniform draws that decide each selected token's fate; pick (B, T): the
+    index, among the ids not in `forbidden` (sorted), of a random replacement.
+    """
     # 80% of selected tokens become [MASK]
     to_mask = selected & (u_action < mask_replace_prob)  # (B, T)
     # 10% of selected tokens become a random non-special token
@@ -166,9 +176,22 @@ def mask_tokens(
     masked[to_random] = _nth_allowed_id(pick[to_random], forbidden)
     # Labels: the original id where selected, -100 (ignored by the loss) everywhere else.
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))  # (B, T)
-    if one_row:
-        return masked[0], labels[0]
     return masked, labels
+
+
+def _forbidden_ids(input_ids, eligible, mask_token_id: int, special_ids, vocab_size: int) -> torch.Tensor:
+    """The ids a random replacement may never take, sorted: [MASK], the ids found at this
+    batch's special positions ([CLS]/[SEP]/[PAD] as they occur) and `special_ids`."""
+    device = input_ids.device
+    forbidden = [torch.tensor([mask_token_id], device=device), input_ids[~eligible]]
+    if special_ids is not None:
+        forbidden.append(torch.as_tensor(list(special_ids), dtype=torch.long, device=device))
+    forbidden = torch.cat(forbidden).unique()  # (S,) sorted
+    if forbidden.min() < 0 or forbidden.max() >= vocab_size:
+        raise ValueError(f"special_ids must be ids in 0..{vocab_size - 1}, got {forbidden.tolist()}.")
+    if vocab_size == len(forbidden):
+        raise ValueError("Every id of the vocabulary is special: there is no token to draw as a random replacement.")
+    return forbidden
 
 
 def _nth_allowed_id(n: torch.Tensor, forbidden: torch.Tensor) -> torch.Tensor:
@@ -255,6 +278,16 @@ def _check_inputs(input_ids, special_tokens_mask, vocab_size: int, mask_token_id
             f"vocabulary 0..{vocab_size - 1}. Pass the vocab_size of the tokenizer that made them."
         )
     return input_ids, special_tokens_mask
+
+
+def _check_selection(selection: str, max_predictions_per_seq: int | None) -> None:
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}.")
+    if max_predictions_per_seq is not None and selection != "exact":
+        raise ValueError(
+            "max_predictions_per_seq caps the per-sequence count of selection='exact'; "
+            "'bernoulli' has no count to cap. Pass selection='exact' or drop the cap."
+        )
 
 
 def _check_probabilities(p: float, mask_replace_prob: float, random_replace_prob: float) -> None:
