@@ -50,7 +50,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .masking import IGNORE_INDEX, SELECTIONS, mask_tokens, segmented_word_ids
+from ..constants import IGNORE_INDEX
+from .masking import SELECTIONS, mask_tokens, segmented_word_ids
+from .padding import pad_rows
 
 IS_NEXT, NOT_NEXT = 0, 1  # next_sentence_label, as in transformers and bertedu.heads
 MASKINGS = ("static", "dynamic")
@@ -533,42 +535,37 @@ def collate_pretraining(
     T = max(len(r["input_ids"]) for r in rows)
     if pad_to_multiple_of:
         T = -(-T // pad_to_multiple_of) * pad_to_multiple_of
-    B = len(rows)
-
-    def padded(key: str, fill: int) -> torch.Tensor:
-        out = torch.full((B, T), fill, dtype=torch.long)  # (B, T)
-        for b, row in enumerate(rows):
-            values = torch.as_tensor(row[key], dtype=torch.long)
-            out[b, : len(values)] = values
-        return out
-
     lengths = torch.tensor([len(r["input_ids"]) for r in rows])  # (B,)
     batch = {
-        "input_ids": padded("input_ids", pad_token_id),
-        "token_type_ids": padded("token_type_ids", 0),
+        "input_ids": pad_rows([r["input_ids"] for r in rows], pad_token_id, T),  # (B, T)
+        "token_type_ids": pad_rows([r["token_type_ids"] for r in rows], 0, T),  # (B, T)
         "attention_mask": (torch.arange(T)[None, :] < lengths[:, None]).long(),  # (B, T) 1 = real token
     }
     if all("labels" in r for r in rows):
-        batch["labels"] = padded("labels", IGNORE_INDEX)  # padding is never predicted
+        batch["labels"] = pad_rows([r["labels"] for r in rows], IGNORE_INDEX, T)  # padding is never predicted
     elif any("labels" in r for r in rows):
         raise ValueError("Some samples are masked (have labels) and some are not: collate one kind at a time.")
     else:
-        if "mask_token_id" not in mask_kwargs or "vocab_size" not in mask_kwargs:
-            raise ValueError(
-                "These samples are not masked yet: pass mask_token_id= and vocab_size= (and "
-                "special_ids=) so that the collator masks the batch, or use PretrainingDataset."
-            )
-        special = padded("special_tokens_mask", 1).bool()  # (B, T) padding counts as special
-        word_ids = None
-        if whole_word:
-            if any(r.get("word_ids") is None for r in rows):
-                raise ValueError("whole_word=True needs samples with word_ids.")
-            word_ids = padded("word_ids", -1)  # (B, T)
-        batch["input_ids"], batch["labels"] = mask_tokens(
-            batch["input_ids"], special, generator=generator, word_ids=word_ids, **mask_kwargs
-        )
+        batch["input_ids"], batch["labels"] = _mask_batch(batch["input_ids"], rows, generator, whole_word, mask_kwargs)
     batch["next_sentence_label"] = torch.tensor([int(r["next_sentence_label"]) for r in rows], dtype=torch.long)  # (B,)
     return batch
+
+
+def _mask_batch(input_ids: torch.Tensor, rows: list[dict], generator, whole_word: bool, mask_kwargs: dict):
+    """Mask a padded batch (B, T) of unmasked samples in one `mask_tokens` call."""
+    if "mask_token_id" not in mask_kwargs or "vocab_size" not in mask_kwargs:
+        raise ValueError(
+            "These samples are not masked yet: pass mask_token_id= and vocab_size= (and "
+            "special_ids=) so that the collator masks the batch, or use PretrainingDataset."
+        )
+    T = input_ids.shape[1]
+    special = pad_rows([r["special_tokens_mask"] for r in rows], 1, T).bool()  # (B, T) padding counts as special
+    word_ids = None
+    if whole_word:
+        if any(r.get("word_ids") is None for r in rows):
+            raise ValueError("whole_word=True needs samples with word_ids.")
+        word_ids = pad_rows([r["word_ids"] for r in rows], -1, T)  # (B, T)
+    return mask_tokens(input_ids, special, generator=generator, word_ids=word_ids, **mask_kwargs)
 
 
 def _as_sample(example) -> dict:
