@@ -95,24 +95,17 @@ def write_pretraining_examples(
     Returns the store. Raises FileExistsError if `folder` exists (open it with
     `ExampleStore(folder)`, or delete it to rebuild).
     """
+    from tqdm.auto import tqdm
+
     folder = Path(folder)
-    if folder.exists():
-        raise FileExistsError(f"{folder} exists: open it with ExampleStore({str(folder)!r}) or delete it to rebuild")
-    partial = folder.with_name(folder.name + ".partial")
-    if partial.exists():
-        shutil.rmtree(partial)  # an interrupted earlier build
-    partial.mkdir(parents=True)
+    partial = _partial_folder(folder)
     rng = random.Random(seed)
     n_examples = n_tokens = n_documents = n_shards = 0
     has_words = None
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(desc="documents", unit="doc")
     texts = (d for d in documents if _has_text(d))  # empty documents make no pairs
     with open(partial / "input_ids.bin", "wb") as ids_file, open(partial / "index.bin", "wb") as index_file, \
-            open(partial / "word_starts.bin", "wb") as words_file:
+            open(partial / "word_starts.bin", "wb") as words_file, \
+            tqdm(desc="documents", unit="doc", disable=not progress) as bar:
         for shard in shards(texts, shard_documents):
             tokenized = [tokenize_document(d, tokenizer, n_documents + i) for i, d in enumerate(shard)]
             examples = create_pretraining_examples(
@@ -120,23 +113,12 @@ def write_pretraining_examples(
             )
             shard_words = all(e.word_ids is not None for e in examples)
             has_words = shard_words if has_words is None else has_words and shard_words
-            rows = np.empty((len(examples), INDEX_COLUMNS), dtype=np.int64)
-            for j, e in enumerate(examples):
-                len_a = e.token_type_ids.index(1) - 2  # B [SEP] always has token type 1
-                rows[j] = (n_tokens, len(e), len_a, e.next_sentence_label)
-                n_tokens += len(e)
-            rows.tofile(index_file)
-            np.fromiter(itertools.chain.from_iterable(e.input_ids for e in examples), dtype=np.int32).tofile(ids_file)
-            if has_words:
-                starts = itertools.chain.from_iterable(_word_starts(e.word_ids) for e in examples)
-                np.fromiter(starts, dtype=np.uint8).tofile(words_file)
+            _append_examples(examples, n_tokens, index_file, ids_file, words_file if has_words else None)
+            n_tokens += sum(len(e) for e in examples)
             n_examples += len(examples)
             n_documents += len(shard)
             n_shards += 1
-            if bar is not None:
-                bar.update(len(shard))
-    if bar is not None:
-        bar.close()
+            bar.update(len(shard))
     if n_examples == 0:
         shutil.rmtree(partial)
         raise ValueError("No examples: the documents are empty.")
@@ -151,6 +133,35 @@ def write_pretraining_examples(
     (partial / META_NAME).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     os.replace(partial, folder)  # complete: only now does the folder exist under its name
     return ExampleStore(folder)
+
+
+def _partial_folder(folder: Path) -> Path:
+    """A new empty folder to build `folder` in; renamed to `folder` once complete."""
+    if folder.exists():
+        raise FileExistsError(f"{folder} exists: open it with ExampleStore({str(folder)!r}) or delete it to rebuild")
+    partial = folder.with_name(folder.name + ".partial")
+    if partial.exists():
+        shutil.rmtree(partial)  # an interrupted earlier build
+    partial.mkdir(parents=True)
+    return partial
+
+
+def _append_examples(examples: Sequence[PretrainingExample], offset: int, index_file, ids_file, words_file) -> None:
+    """Append a shard's examples to the open files; their ids start at token `offset`.
+
+    index.bin gets one row (offset, length, len_a, next_sentence_label) per example,
+    input_ids.bin the ids end to end, word_starts.bin (when given) a 1 where a word begins.
+    """
+    rows = np.empty((len(examples), INDEX_COLUMNS), dtype=np.int64)
+    for j, e in enumerate(examples):
+        len_a = e.token_type_ids.index(1) - 2  # B [SEP] always has token type 1
+        rows[j] = (offset, len(e), len_a, e.next_sentence_label)
+        offset += len(e)
+    rows.tofile(index_file)
+    np.fromiter(itertools.chain.from_iterable(e.input_ids for e in examples), dtype=np.int32).tofile(ids_file)
+    if words_file is not None:
+        starts = itertools.chain.from_iterable(_word_starts(e.word_ids) for e in examples)
+        np.fromiter(starts, dtype=np.uint8).tofile(words_file)
 
 
 def _word_starts(word_ids: Sequence[int]) -> Iterator[int]:
