@@ -46,6 +46,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .constants import VOCAB_NAME
+
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 CONTINUATION_PREFIX = "##"
@@ -769,24 +771,7 @@ def train_wordpiece(
     """
     from tokenizers.trainers import WordPieceTrainer
 
-    if isinstance(files_or_iterator, (str, os.PathLike)):
-        lines: Iterable[str] = _lines_of([files_or_iterator])
-    elif _is_file_list(files_or_iterator):
-        lines = _lines_of(files_or_iterator)
-    else:
-        lines = iter(files_or_iterator)
-
-    n_texts = 0
-
-    def counted(texts: Iterable[str]) -> Iterator[str]:
-        nonlocal n_texts
-        for text in texts:
-            if not isinstance(text, str):
-                raise TypeError(f"The corpus must yield str, got {type(text).__name__}.")
-            if text.strip():
-                n_texts += 1
-            yield text
-
+    corpus = _CountedTexts(_corpus_lines(files_or_iterator))
     backend = build_backend(None, lowercase, chinese_chars)
     trainer = WordPieceTrainer(
         vocab_size=vocab_size,
@@ -796,19 +781,47 @@ def train_wordpiece(
         continuing_subword_prefix=CONTINUATION_PREFIX,
         show_progress=False,  # no progress bars in stored notebook outputs
     )
-    backend.train_from_iterator(counted(lines), trainer=trainer)
-    if n_texts == 0:
+    backend.train_from_iterator(iter(corpus), trainer=trainer)
+    if corpus.non_blank == 0:
         raise ValueError("The corpus is empty (no non-blank text): nothing to learn a vocabulary from.")
 
-    vocab = backend.get_vocab()
+    tokens = _tokens_by_id(backend.get_vocab())
+    if out_path is None:
+        return {token: i for i, token in enumerate(tokens)}
+    return write_vocab(tokens, out_path)
+
+
+def _corpus_lines(files_or_iterator) -> Iterable[str]:
+    """A file, a list of files, or an iterable of strings -> a stream of strings."""
+    if isinstance(files_or_iterator, (str, os.PathLike)):
+        return _lines_of([files_or_iterator])
+    if _is_file_list(files_or_iterator):
+        return _lines_of(files_or_iterator)
+    return iter(files_or_iterator)
+
+
+class _CountedTexts:
+    """Streams a corpus through once, checking that it yields str and counting non-blank texts."""
+
+    def __init__(self, texts: Iterable[str]):
+        self.texts = texts
+        self.non_blank = 0
+
+    def __iter__(self) -> Iterator[str]:
+        for text in self.texts:
+            if not isinstance(text, str):
+                raise TypeError(f"The corpus must yield str, got {type(text).__name__}.")
+            if text.strip():
+                self.non_blank += 1
+            yield text
+
+
+def _tokens_by_id(vocab: Mapping[str, int]) -> list[str]:
+    """The tokens in id order; the ids must be exactly 0..n-1 to be written as vocab.txt."""
     tokens = sorted(vocab, key=vocab.get)
     if [vocab[t] for t in tokens] != list(range(len(tokens))):
         raise RuntimeError("The trained vocabulary's ids are not 0..n-1; cannot write vocab.txt.")
-    vocab = {token: i for i, token in enumerate(tokens)}
-    if out_path is None:
-        return vocab
-
-    return write_vocab(tokens, out_path)
+    return tokens
 
 
 def write_vocab(tokens: list[str], out_path: str | os.PathLike) -> Path:
@@ -819,7 +832,7 @@ def write_vocab(tokens: list[str], out_path: str | os.PathLike) -> Path:
     """
     out_path = Path(out_path)
     if out_path.is_dir():
-        out_path = out_path / "vocab.txt"
+        out_path = out_path / VOCAB_NAME
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=".vocab-", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
