@@ -270,32 +270,43 @@ def paraphrase_en(
     for name, part, fraction in zip(("train", "dev", "test"), split_three(chapters, seed), SPLIT_FRACTIONS):
         part = set(part)
         verses = [v for v in verse_ids if v // 1000 in part]
-        in_split = set(verses)
         n = round(n_pairs * fraction)
         if n > len(verses):
             raise ValueError(
                 f"n_pairs={n_pairs:,} needs {n:,} {name} verses; there are {len(verses):,}. Ask for fewer."
             )
-        anchors = rng.sample(verses, n)
-        n_positive = n // 2
-        n_hard = round((n - n_positive) * hard_fraction)
-        pairs = []
-        for i, verse in enumerate(anchors):
-            a, b = rng.sample(translations, 2)
-            if i < n_positive:
-                other, kind = verse, "pos"
-            else:
-                other, kind = _negative(verse, verses, in_split, kjv, rng, hard=i < n_positive + n_hard)
-            label = "paraphrase" if kind == "pos" else "not_paraphrase"
-            pairs.append(TextClassificationExample(texts[a][verse], texts[b][other], label,
-                                                   f"{kind}:{verse}.{a}~{other}.{b}"))
-        rng.shuffle(pairs)
-        splits[name] = pairs
+        splits[name] = _paraphrase_pairs(verses, n, texts, kjv, hard_fraction, rng)
     return TaskData(
         "paraphrase-en", "pair-classification", PARAPHRASE_LABELS, splits["train"], splits["dev"], splits["test"],
         f"Bible verse pairs ({', '.join(translations)}): the same verse in two translations vs two different "
         f"verses ({hard_fraction:.0%} of them neighbours); {n_pairs:,} pairs, split by chapter, seed {seed}",
     )
+
+
+def _paraphrase_pairs(
+    verses: list[int], n: int, texts: dict[str, dict[int, str]], kjv: dict[int, str], hard_fraction: float,
+    rng: random.Random,
+) -> list[TextClassificationExample]:
+    """`n` pairs of one split, in random order, each anchored on a different verse: the
+    first half the verse in two translations, the rest a different verse (`hard_fraction`
+    of those its neighbour), also in two different translations."""
+    translations = list(texts)
+    in_split = set(verses)
+    anchors = rng.sample(verses, n)
+    n_positive = n // 2
+    n_hard = round((n - n_positive) * hard_fraction)
+    pairs = []
+    for i, verse in enumerate(anchors):
+        a, b = rng.sample(translations, 2)
+        if i < n_positive:
+            other, kind = verse, "pos"
+        else:
+            other, kind = _negative(verse, verses, in_split, kjv, rng, hard=i < n_positive + n_hard)
+        label = "paraphrase" if kind == "pos" else "not_paraphrase"
+        pairs.append(TextClassificationExample(texts[a][verse], texts[b][other], label,
+                                               f"{kind}:{verse}.{a}~{other}.{b}"))
+    rng.shuffle(pairs)
+    return pairs
 
 
 def _negative(
