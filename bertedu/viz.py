@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from .data.qa import invalid_spans
 from .train import read_metrics
 
 FIGURES_ENV = "BERTEDU_FIGURES_DIR"
@@ -313,6 +314,18 @@ def _glyph_filter(family: str = "monospace"):
     return names, drawable
 
 
+def _wrap_cells(original_tokens: Sequence[str], input_tokens: Sequence[str], line_chars: float):
+    """Lay token cells out in character units, wrapping like text: [(x, line, width)]."""
+    cells, x, line = [], 0.0, 0
+    for orig, inp in zip(original_tokens, input_tokens):
+        width = max(len(orig), len(inp)) + 1.2
+        if x > 0 and x + width > line_chars:
+            x, line = 0.0, line + 1
+        cells.append((x, line, width))
+        x += width + 0.3
+    return cells
+
+
 def masking_strip(
     original_tokens: Sequence[str],
     input_tokens: Sequence[str],
@@ -340,15 +353,8 @@ def masking_strip(
     original_tokens = [drawable(t) for t in original_tokens]
     input_tokens = [drawable(t) for t in input_tokens]
     label_chars = 7  # room for the row names "original" / "input"
-    # Lay the cells out in character units, wrapping like text.
-    cells, x, line = [], 0.0, 0
-    for orig, inp in zip(original_tokens, input_tokens):
-        width = max(len(orig), len(inp)) + 1.2
-        if x > 0 and x + width > line_chars:
-            x, line = 0.0, line + 1
-        cells.append((x, line, width))
-        x += width + 0.3
-    n_lines = line + 1
+    cells = _wrap_cells(original_tokens, input_tokens, line_chars)
+    n_lines = cells[-1][1] + 1 if cells else 1
     used_chars = max((x + width for x, _, width in cells), default=1.0)  # the widest line
     row_height, line_height = 1.0, 2.6  # two rows per line, and a gap
     if ax is None:
@@ -488,7 +494,6 @@ def span_score_map(
     max-context rule; rows outside it are white too). `show`: the token positions to
     draw (default all), `best` / `gold`: (start, end) marked with a box / a cross.
     """
-    import matplotlib.pyplot as plt
     import numpy as np
 
     s, e = start_logits.detach().float().cpu(), end_logits.detach().float().cpu()
@@ -496,12 +501,8 @@ def span_score_map(
     show = list(range(T)) if show is None else list(show)
     idx = torch.tensor(show)
     scores = (s[:, None] + e[None, :])[idx][:, idx].numpy()  # (S, S)
-    length = (idx[None, :] - idx[:, None] + 1).numpy()  # end - start + 1
-    ctx = np.ones(T, bool) if context_mask is None else np.asarray(context_mask, bool)
-    outside = ~(ctx[show][:, None] & ctx[show][None, :])
-    if start_mask is not None:
-        outside |= ~np.asarray(start_mask, bool)[show][:, None]
-    backwards, too_long = length < 1, length > max_answer_length
+    rules = invalid_spans(T, max_answer_length, context_mask, start_mask)  # (T, T) each
+    backwards, too_long, outside = (r[idx][:, idx].numpy() for r in rules)  # (S, S) each
     valid = ~(backwards | too_long | outside)
     ax = _axes(ax, figsize=(0.16 * len(show) + 2.2, 0.16 * len(show) + 1.2))
     shown = np.where(valid, scores, np.nan)
@@ -514,22 +515,27 @@ def span_score_map(
     ax.set_yticks(range(len(show)), [tokens[t] for t in show], fontsize=7)
     ax.set_xlabel("end token")
     ax.set_ylabel("start token")
-    pos = {t: k for k, t in enumerate(show)}
+    _mark_spans(ax, {t: k for k, t in enumerate(show)}, best, gold, max_answer_length)
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="start + end logit")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def _mark_spans(ax, pos: dict[int, int], best, gold, max_answer_length: int) -> None:
+    """Box the best span, cross the gold one (where shown: pos maps token -> cell), add the legend."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
     if gold is not None and gold[0] in pos and gold[1] in pos:
         ax.plot(pos[gold[1]], pos[gold[0]], "x", color="red", markersize=9, mew=2, label="gold span")
     if best is not None and best[0] in pos and best[1] in pos:
         ax.add_patch(plt.Rectangle((pos[best[1]] - 0.5, pos[best[0]] - 0.5), 1, 1, fill=False, ec="orange", lw=2.5,
                                    label="best span"))
-    from matplotlib.patches import Patch
-
     handles = [Patch(color=(0.35, 0.35, 0.35), label="end < start"),
                Patch(color=(0.8, 0.8, 0.8), label=f"longer than {max_answer_length}")]
     handles += [h for h in ax.get_legend_handles_labels()[0]]
     ax.legend(handles=handles, fontsize=7, loc="lower left")
-    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="start + end logit")
-    if title:
-        ax.set_title(title)
-    return ax
 
 
 def sliding_windows(features: Sequence, answer: Optional[tuple[int, int]] = None, ax=None, title: Optional[str] = None):

@@ -202,6 +202,26 @@ def collate_qa(features: Sequence[QAFeature], pad_token_id: int = 0) -> dict[str
 # ----------------------------------------------------------------------------------------
 
 
+def invalid_spans(
+    T: int,
+    max_answer_length: int,
+    context_mask: Optional[torch.Tensor] = None,
+    start_mask: Optional[torch.Tensor] = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Why a span (start i, end j) of a T-token sequence cannot be an answer, as three
+    (T, T) bool tables: backwards (j < i), too_long (j - i + 1 > max_answer_length) and
+    outside (an end outside context_mask (T,), or a start outside start_mask (T,))."""
+    i = torch.arange(T)
+    length = i[None, :] - i[:, None] + 1  # (T, T): end - start + 1
+    outside = torch.zeros(T, T, dtype=torch.bool)
+    if context_mask is not None:
+        ctx = torch.as_tensor(context_mask, dtype=torch.bool).cpu()
+        outside |= ~(ctx[:, None] & ctx[None, :])  # both ends must be inside the context
+    if start_mask is not None:
+        outside |= ~torch.as_tensor(start_mask, dtype=torch.bool).cpu()[:, None]
+    return length < 1, length > max_answer_length, outside
+
+
 def top_spans(
     start_logits: torch.Tensor,
     end_logits: torch.Tensor,
@@ -231,14 +251,8 @@ def top_spans(
     T = start_logits.shape[0]
     s, e = start_logits.detach().float().cpu(), end_logits.detach().float().cpu()
     scores = s[:, None] + e[None, :]  # (T, T): scores[i, j] = start at i, end at j
-    i = torch.arange(T)
-    length = i[None, :] - i[:, None] + 1  # (T, T): end - start + 1
-    valid = (length >= 1) & (length <= max_answer_length)  # start <= end, not too long
-    if context_mask is not None:
-        ctx = torch.as_tensor(context_mask, dtype=torch.bool).cpu()
-        valid &= ctx[:, None] & ctx[None, :]  # both ends inside the context
-    if start_mask is not None:
-        valid &= torch.as_tensor(start_mask, dtype=torch.bool).cpu()[:, None]
+    backwards, too_long, outside = invalid_spans(T, max_answer_length, context_mask, start_mask)
+    valid = ~(backwards | too_long | outside)  # (T, T)
     scores = scores.masked_fill(~valid, float("-inf"))
     k = min(n_best, int(valid.sum()))
     if k == 0:
