@@ -38,19 +38,25 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-
+from .checkpoint import latest_checkpoint, load_weights, read_config, save_weights
 from .config import PRESETS, BertConfig
-from .checkpoint import load_weights, read_config, save_weights
 from .constants import VOCAB_NAME
-from .tasks import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification, freeze_encoder
-from .taskio import ClassificationIO, QAIO, TaggingIO, TaskIO, predict, task_io  # noqa: F401 (re-exported)
+from .taskio import QAIO, ClassificationIO, TaggingIO, TaskIO, predict, task_io  # noqa: F401 (re-exported)
+from .tasks import (
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    freeze_encoder,
+)
 from .tokenizer import load_vocab_tokenizer
-from .utils import resolve_precision
+from .train import TrainConfig
+from .utils import resolve_precision, seed_everything, setting
 
 log = logging.getLogger(__name__)
 MODEL_DIR = "model"
@@ -60,51 +66,65 @@ INITS = ("minilm", "random")  # or a `bertedu pretrain --out` folder
 
 
 @dataclass(frozen=True)
-class FinetuneConfig:
+class FinetuneConfig(TrainConfig):
     """The settings of one fine-tuning run; each field is a `bertedu finetune` flag.
 
+    A `TrainConfig` (the loop's settings, with fine-tuning's defaults below) plus the task,
+    where the encoder comes from, the inputs and early stopping.
     Learning rate: the paper's grid for BERT-BASE is batch 16/32, lr 5e-5/3e-5/2e-5,
     2-4 epochs, warm-up over the first 10% of steps. `lr=None` picks 5e-5 for a pretrained
     encoder, 1e-4 for a random one (nothing to preserve, and small models take larger
     steps) and 1e-3 with a frozen encoder (only the small head learns).
     """
 
-    task: Optional[str] = None
-    init: str = "minilm"  # "minilm" | "random" | a `bertedu pretrain --out` folder
-    out: str = "runs/finetune"
-    preset: str = "mini"  # size of a random init (mini: `bertedu pretrain`'s default size)
-    vocab: Optional[str] = None  # random init only; default MiniLM's (English), the task's characters (Chinese)
-    # inputs (None: 128, or 384 for QA)
-    max_seq_length: Optional[int] = None
-    doc_stride: int = 128  # QA: context tokens between the starts of two windows
-    max_query_length: int = 64  # QA: question pieces kept
-    max_answer_length: int = 30  # QA: longest answer span, in tokens
-    # budget: `steps` if given, else `epochs`
-    epochs: float = 3.0
-    steps: Optional[int] = None
-    batch_size: int = 32
-    lr: Optional[float] = None
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
+    task: Optional[str] = setting(None, "what to fine-tune on: an embedded task (offline), a canonical one "
+                                        "(Hugging Face datasets, needs a network the first time), or a PATH to "
+                                        "GLUE .tsv / CoNLL / SQuAD .json files (a folder with train/dev/test "
+                                        "files, or one file)")
+    init: str = setting("minilm", "where the encoder comes from: minilm (the real all-MiniLM-L6-v2 weights and "
+                                  "vocabulary), a `bertedu pretrain --out` folder (its latest checkpoint and "
+                                  "vocab.txt), or random (no pretraining: the control)")
+    preset: str = setting("mini", f"model size for --init random: {', '.join(PRESETS)} (mini is the size "
+                                  "`bertedu pretrain` trains by default)")
+    vocab: Optional[str] = setting(None, "vocab.txt for --init random (None: MiniLM's 30,522 pieces for "
+                                         "English; for Chinese, one token per character of the task's "
+                                         "training text)")
+    # inputs
+    max_seq_length: Optional[int] = setting(None, "tokens per input, specials included; longer inputs are "
+                                                  "truncated, QA contexts cut into windows (None: 128; 384 for QA)")
+    doc_stride: int = setting(128, "QA: context tokens between the starts of two consecutive windows")
+    max_query_length: int = setting(64, "QA: question pieces kept")
+    max_answer_length: int = setting(30, "QA: longest answer span, in tokens")
     # data
-    max_train: Optional[int] = None  # subsample (seeded) for quick CPU runs
-    max_eval: Optional[int] = None
-    data_seed: int = 0  # the task's split and subsample: keep fixed to compare runs
-    # evaluation and early stopping
-    eval_every: int = 0  # steps between dev evaluations; 0: once per epoch
-    patience: Optional[int] = None  # stop after this many evaluations without improvement
-    # feature-based use: frozen encoder (+ mean pooling for classification, as sentence-BERT)
-    freeze_encoder: bool = False
-    pooling: Optional[str] = None  # classification: "pooler" ([CLS]) or "mean"; None: mean iff frozen
-    # hardware and bookkeeping
-    precision: str = "auto"  # "auto": bf16 on CUDA, fp32 on CPU
-    seed: int = 0
-    log_every: int = 10
-    progress: bool = True
+    max_train: Optional[int] = setting(None, "use at most N training examples (a seeded subsample, for quick "
+                                             "CPU runs)")
+    max_eval: Optional[int] = setting(None, "use at most N examples of each of dev and test (a seeded subsample)")
+    data_seed: int = setting(0, "seed of the task's train/dev/test split and of the subsamples; keep it fixed "
+                                "to compare runs")
+    # early stopping and feature-based use
+    patience: Optional[int] = setting(None, "early stopping: stop after N dev evaluations without improvement "
+                                            "(None: never)")
+    freeze_encoder: bool = setting(False, "feature-based use: train the head only, on a frozen encoder (with "
+                                          "mean pooling for classification, as sentence-BERT)")
+    pooling: Optional[str] = setting(None, "classification: pooler (BERT's tanh(dense([CLS]))) or mean (of "
+                                           "the real tokens) (None: mean with --freeze-encoder, else pooler)")
+    # the loop's settings, with fine-tuning's defaults (a budget of `steps` wins over `epochs`)
+    out: str = setting("runs/finetune", "output folder: vocab.txt, checkpoint-<step>/, metrics.jsonl, "
+                                        "metrics.png, model/ (the best weights), predictions_dev.jsonl, "
+                                        "predictions_test.jsonl, results.json")
+    epochs: Optional[float] = setting(3.0, "passes over the training set; the paper uses 2-4 (--steps wins)")
+    lr: Optional[float] = setting(None, "peak learning rate of AdamW (None: 5e-5 from a pretrained encoder, "
+                                        "the paper's grid being 5e-5/3e-5/2e-5; 1e-4 from random; 1e-3 with "
+                                        "--freeze-encoder)")
+    warmup_ratio: Optional[float] = setting(0.1, "fraction of the steps spent warming the learning rate up, "
+                                                 "before its linear decay to 0")
+    eval_every: int = setting(0, "score the dev set every N steps (0: once per epoch); the best weights are kept")
+    precision: str = setting("auto", "auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16")
 
     def __post_init__(self) -> None:
         from .data.task_data import TASKS
 
+        super().__post_init__()
         if not self.task:
             raise ValueError(f"give a task: one of {', '.join(TASKS)}, or a PATH to data files")
         if self.task not in TASKS and not os.path.exists(os.path.expanduser(self.task)):
@@ -119,19 +139,15 @@ class FinetuneConfig:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         if self.max_seq_length is not None and not 8 <= self.max_seq_length <= 512:
             raise ValueError(f"max_seq_length must be in 8..512 (BERT has 512 positions), got {self.max_seq_length}")
-        for name in ("batch_size", "doc_stride", "max_query_length", "max_answer_length", "log_every"):
+        for name in ("doc_stride", "max_query_length", "max_answer_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.steps is None and not self.epochs > 0:
-            raise ValueError(f"give a budget: epochs > 0 or steps, got epochs={self.epochs}")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"patience counts evaluations and must be at least 1 (or None), got {self.patience}")
         if self.eval_every < 0:
             raise ValueError(f"eval_every must be 0 (once per epoch) or a number of steps, got {self.eval_every}")
         if self.pooling not in (None, "pooler", "mean"):
             raise ValueError(f"pooling must be 'pooler' or 'mean', got {self.pooling!r}")
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise ValueError(f"precision must be auto, fp32 or bf16, got {self.precision!r}")
 
     def resolved_lr(self) -> float:
         if self.lr is not None:
@@ -153,8 +169,6 @@ def _check_init(cfg: FinetuneConfig) -> None:
     """Fail before any work when --init names a folder that holds no pretraining run."""
     if cfg.init in INITS:
         return
-    from .checkpoint import latest_checkpoint
-
     folder = Path(cfg.init)
     if latest_checkpoint(folder) is None:
         raise FileNotFoundError(f"--init {folder}: no checkpoint-<step> folder in it. Pass a `bertedu pretrain "
@@ -190,10 +204,6 @@ def build_model(cfg: FinetuneConfig, task, out: Path):
     The head is chosen by the task's kind and initialised from `cfg.seed`; the encoder
     comes from `cfg.init`.
     """
-    import shutil
-
-    from .utils import seed_everything
-
     out.mkdir(parents=True, exist_ok=True)
     encoder = None
     if cfg.init == "minilm":
@@ -280,7 +290,7 @@ def train_with_early_stopping(model, io: TaskIO, train_items: list, dev: list, d
                               eval_every: int = 0, patience: Optional[int] = None, progress: bool = False):
     """Run `train()` in chunks of `eval_every` steps (0: one epoch), scoring `dev` after each.
 
-    Each chunk ends with `stop_at_step` and a checkpoint in train_cfg.out_dir; the next
+    Each chunk ends with `stop_at_step` and a checkpoint in train_cfg.out; the next
     resumes from it, so the data order, schedule and RNG go on exactly as in one run.
     The run stops when the budget is spent, or after `patience` evaluations in a row
     without a strictly better dev score (io.main_metric). Returns (best, evaluations,
@@ -301,7 +311,7 @@ def train_with_early_stopping(model, io: TaskIO, train_items: list, dev: list, d
         evaluation = {"step": step, "loss": dev_loss,
                       **{k: v for k, v in metrics.items() if isinstance(v, (int, float))}}
         evaluations.append(evaluation)
-        append_metrics(train_cfg.out_dir,
+        append_metrics(train_cfg.out,
                         {"step": step, **{f"eval_{k}": v for k, v in evaluation.items() if k != "step"}})
         score = metrics[io.main_metric]
         improved = best is None or score > best["score"]  # an equal score is no improvement
@@ -356,9 +366,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
     has no labels (GLUE) or is missing, "test" is None and "note" says so; "extra" scores
     further labelled evaluation splits (MNLI's dev_mismatched). One process (not torchrun).
     """
-    from .checkpoint import latest_checkpoint
     from .data.task_data import load_task
-    from .train import TrainConfig
     from .viz import plot_metrics
 
     start_time = time.perf_counter()
@@ -380,11 +388,9 @@ def finetune(cfg: FinetuneConfig) -> dict:
     train_items = io.encode(task.train, training=True)
     dev_items = io.encode(task.dev)
     precision = resolve_precision(cfg.precision)
-    train_cfg = TrainConfig(
-        lr=cfg.resolved_lr(), weight_decay=cfg.weight_decay, warmup_ratio=cfg.warmup_ratio,
-        max_steps=cfg.steps, epochs=None if cfg.steps is not None else cfg.epochs,
-        batch_size=cfg.batch_size, seed=cfg.seed, precision=precision, out_dir=str(out),
-        log_every=cfg.log_every, eval_every=0, save_every=0, keep_checkpoints=1, progress=cfg.progress,
+    train_cfg = cfg.train_config(
+        lr=cfg.resolved_lr(), epochs=None if cfg.steps is not None else cfg.epochs, precision=precision,
+        out=str(out), eval_every=0, save_every=0, keep_checkpoints=1,
     )
     best, evaluations, stopped_early = train_with_early_stopping(model, io, train_items, task.dev, dev_items,
                                                                  train_cfg, cfg.eval_every, cfg.patience, cfg.progress)

@@ -31,69 +31,73 @@ from typing import Optional
 import torch
 
 from .checkpoint import latest_checkpoint, load_weights, read_config
-from .config import BertConfig
+from .config import PRESETS, BertConfig
 from .constants import VOCAB_NAME
 from .fast import set_fast_path
 from .heads import BertForPreTraining
 from .tokenizer import load_vocab_tokenizer
 from .train import TrainConfig, TrainResult, train
-from .utils import eval_mode, resolve_precision, seed_everything
+from .utils import eval_mode, resolve_precision, seed_everything, setting
 from .viz import plot_metrics
 
 RUN_NAME = "run.json"
 
 
 @dataclass(frozen=True)
-class PretrainConfig:
-    """The settings of one pretraining run; each field is a `bertedu pretrain` flag."""
+class PretrainConfig(TrainConfig):
+    """The settings of one pretraining run; each field is a `bertedu pretrain` flag.
 
-    preset: str = "mini"
-    corpus: str = "wiki-en"
-    out: str = "runs/pretrain"
-    max_seq_length: int = 128
-    # budget: the first one reached stops the run (at least one is needed)
-    steps: Optional[int] = None
-    max_tokens: Optional[int] = None
-    time_budget: Optional[float] = None  # seconds
-    batch_size: int = 32
-    grad_accum_steps: int = 1
-    lr: float = 5e-4  # small models take a larger rate than BERT-BASE's 1e-4
-    warmup_ratio: float = 0.06
-    weight_decay: float = 0.01
-    # vocabulary: None trains one on the corpus (WordPiece for English, characters for
-    # Chinese); "minilm" is bert-base-uncased's 30,522 pieces; or a path to a vocab.txt
-    vocab: Optional[str] = None
-    vocab_size: int = 8000
+    A `TrainConfig` (the loop's optimiser, budget, batches, hardware and bookkeeping, with
+    the defaults below for small models) plus what pretraining adds: the corpus, the
+    vocabulary, how examples are built and masked, the model.
+    """
+
+    preset: str = setting("mini", f"model size: {', '.join(PRESETS)}")
+    corpus: str = setting("wiki-en", "wiki-en (embedded English Wikipedia), bible-en[:kjv|web|asv|ylt], "
+                                     "peoples-daily-zh (embedded People's Daily 1998), a file in BERT format (one "
+                                     "sentence per line, blank line between documents), a folder of .txt files, "
+                                     "or hf:NAME[:CONFIG] (Hugging Face datasets; needs a network)")
+    max_seq_length: int = setting(128, "tokens per example, [CLS] A [SEP] B [SEP] included; the paper uses 128, "
+                                       "then 512 for the last 10%% of steps (see --init-from)")
+    # vocabulary
+    vocab: Optional[str] = setting(None, "vocab.txt to use; 'minilm' for bert-base-uncased's 30,522 pieces; "
+                                         "default: train one on the corpus (WordPiece for English, one token "
+                                         "per character for Chinese)")
+    vocab_size: int = setting(8000, "size of a WordPiece vocabulary trained on the corpus")
     # examples and masking
-    masking: str = "dynamic"  # or "static" (fixed at build time, dupe_factor copies)
-    dupe_factor: int = 1
-    whole_word: bool = False
-    short_seq_prob: float = 0.1
-    max_documents: Optional[int] = None
-    # corpora larger than memory: examples written to out/examples/ shard by shard, then
-    # read memory-mapped (bertedu.data.stream)
-    stream: bool = False
-    shard_documents: int = 10_000
-    eval_documents: float = 0.05  # fraction of documents held out for MLM/NSP accuracy
-    max_eval_examples: int = 512
-    # model and hardware
-    init_from: Optional[str] = None  # a previous run's folder: phase 2 starts from its weights
-    attn_implementation: str = "sdpa"
+    masking: str = setting("dynamic", "dynamic: a fresh MLM mask every epoch (RoBERTa); static: masks fixed when "
+                                      "the data set is built, dupe_factor copies (original BERT)")
+    dupe_factor: int = setting(1, "with static masking, copies of each example, each masked differently")
+    whole_word: bool = setting(False, "mask whole words (all their WordPiece pieces; for Chinese, all "
+                                      "characters of a word of the corpus's own segmentation)")
+    short_seq_prob: float = setting(0.1, "probability of a shorter target length, so the model also sees "
+                                         "short inputs")
+    max_documents: Optional[int] = setting(None, "read only the first N documents of the corpus")
+    stream: bool = setting(False, "for corpora larger than memory: write the examples to OUT/examples/ shard by "
+                                  "shard (one shard of documents in memory at a time) and train from them "
+                                  "memory-mapped; held-out documents are chosen by a hash of their position")
+    shard_documents: int = setting(10_000, "with --stream, documents per shard; NotNext segments come from "
+                                           "the same shard")
+    eval_documents: float = setting(0.05, "fraction of documents held out to measure MLM and NSP accuracy")
+    max_eval_examples: int = setting(512, "held-out examples evaluated")
+    # model
+    init_from: Optional[str] = setting(None, "a previous run's folder to start from (phase 2 at "
+                                             "--max-seq-length 512); its vocab.txt is reused")
+    attn_implementation: str = setting("sdpa", "attention kernel: sdpa (fused) or reference (written out)")
     # the fast path (bertedu.fast): same loss and gradients, less work
-    unpad: bool = True
-    sparse_mlm: bool = True
-    precision: str = "auto"  # "auto": bf16 on CUDA, fp32 on CPU
-    compile: bool = False
-    num_workers: int = 0
-    seed: int = 0
-    log_every: int = 10
-    eval_every: int = 0
-    save_every: int = 0
-    progress: bool = True
+    unpad: bool = setting(True, "fast path: only real tokens go through the dense layers, attention stays "
+                                "within each sequence (same loss and gradients; --no-unpad for the readable path)")
+    sparse_mlm: bool = setting(True, "fast path: the MLM head runs only on the masked positions (same loss and "
+                                     "gradients; --no-sparse-mlm for the readable path)")
+    # the loop's settings, with pretraining's defaults
+    out: str = setting("runs/pretrain", "output folder: vocab.txt, checkpoint-<step>/, metrics.jsonl, metrics.png")
+    lr: float = setting(5e-4, "peak learning rate of AdamW (small models take a larger rate than BERT-BASE's 1e-4)")
+    warmup_ratio: Optional[float] = setting(0.06, "fraction of the run spent warming the learning rate up "
+                                                  "linearly, before its linear decay to 0")
+    precision: str = setting("auto", "auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16")
 
     def __post_init__(self) -> None:
-        if not any(v is not None for v in (self.steps, self.max_tokens, self.time_budget)):
-            raise ValueError("give a budget: steps, max_tokens or time_budget")
+        super().__post_init__()
         if self.masking not in ("static", "dynamic"):
             raise ValueError(f"masking must be 'static' or 'dynamic', got {self.masking!r}")
         if not 0 < self.eval_documents < 0.5:
@@ -266,15 +270,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     def collate(examples, generator):  # masks come from the data set, fixed by (seed, epoch, index)
         return collate_pretraining(examples, pad_token_id=pad)
 
-    precision = resolve_precision(cfg.precision)
-    train_cfg = TrainConfig(
-        lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_ratio=cfg.warmup_ratio,
-        max_steps=cfg.steps, max_tokens=cfg.max_tokens, time_budget_s=cfg.time_budget,
-        batch_size=cfg.batch_size, grad_accum_steps=cfg.grad_accum_steps, num_workers=cfg.num_workers,
-        seed=cfg.seed, precision=precision, compile=cfg.compile, out_dir=str(out),
-        log_every=cfg.log_every, eval_every=cfg.eval_every, save_every=cfg.save_every,
-        progress=cfg.progress,
-    )
+    train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision), out=str(out))
     result = train(model, dataset, collate, train_cfg, eval_dataset=eval_dataset, resume=resume)
     if result.records:
         plot_metrics(result.records, out / "metrics.png")

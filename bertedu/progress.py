@@ -23,7 +23,7 @@ class ProgressBar:
         elif cfg.max_tokens is not None:
             self.unit, total, done = "tok", cfg.max_tokens, state.tokens_seen
         else:
-            self.unit, total, done = "s", cfg.time_budget_s, state.elapsed_s
+            self.unit, total, done = "s", cfg.time_budget, state.elapsed_s
         self.done = done
         seconds = "{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}{postfix}]" if self.unit == "s" else None
         self.bar = tqdm(total=total, initial=done, unit=self.unit, unit_scale=self.unit == "tok",

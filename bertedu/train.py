@@ -37,18 +37,31 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from .batches import Collate, batch_seed, count_tokens, global_batches, steps_in_epoch, to_device
-from .checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .batches import (
+    Collate,
+    batch_seed,
+    count_tokens,
+    global_batches,
+    steps_in_epoch,
+    to_device,
+)
+from .checkpoint import (
+    latest_checkpoint,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from .constants import IGNORE_INDEX
 from .distributed import DistContext, setup_distributed, wrap_model
 from .progress import ProgressBar
-from .utils import PRECISIONS, eval_mode, seed_everything
+from .utils import PRECISIONS, eval_mode, seed_everything, setting
 from .utils import autocast as mixed_precision
 
 log = logging.getLogger(__name__)
@@ -59,62 +72,72 @@ METRICS_NAME = "metrics.jsonl"
 class TrainConfig:
     """Everything a run needs besides the model and the data. Variants: `dataclasses.replace`.
 
-    The run stops at the first budget reached: max_steps, epochs, max_tokens (real tokens,
-    padding not counted) or time_budget_s (wall clock, so not reproducible). With max_tokens
-    or time_budget_s the learning-rate schedule follows the fraction of the budget used,
-    so warm-up must then be given as warmup_ratio.
+    The run stops at the first budget reached: steps, epochs, max_tokens (real tokens,
+    padding not counted) or time_budget (seconds of wall clock, so not reproducible). With
+    max_tokens or time_budget the learning-rate schedule follows the fraction of the budget
+    used, so warm-up must then be given as warmup_ratio. `PretrainConfig` and
+    `FinetuneConfig` extend this class, so every field is also a command-line flag.
     """
 
     # AdamW (BERT: lr 1e-4, betas (0.9, 0.999), eps 1e-6, weight decay 0.01)
-    lr: float = 1e-4
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-6
-    max_grad_norm: Optional[float] = 1.0  # None: no clipping (the norm is still logged)
-    warmup_steps: int = 0
-    warmup_ratio: Optional[float] = None  # a fraction of the budget instead of warmup_steps
-    # budget
-    max_steps: Optional[int] = None
-    epochs: Optional[float] = None
-    max_tokens: Optional[int] = None
-    time_budget_s: Optional[float] = None
+    lr: float = setting(1e-4, "peak learning rate of AdamW (BERT-BASE: 1e-4)")
+    weight_decay: float = setting(0.01, "AdamW weight decay, never applied to biases and LayerNorm")
+    betas: tuple[float, float] = setting((0.9, 0.999), "AdamW's beta1 and beta2")
+    eps: float = setting(1e-6, "AdamW's epsilon (BERT: 1e-6)")
+    max_grad_norm: Optional[float] = setting(1.0, "clip the global gradient norm to this; None: no clipping "
+                                                  "(the norm is still logged)")
+    warmup_steps: int = setting(0, "steps of linear learning-rate warm-up before the linear decay to 0 "
+                                   "(needs a step budget; see warmup_ratio)")
+    warmup_ratio: Optional[float] = setting(None, "warm-up as a fraction of the budget, instead of warmup_steps")
+    # budget: the first one reached stops the run (at least one is needed)
+    steps: Optional[int] = setting(None, "stop after this many optimiser steps")
+    epochs: Optional[float] = setting(None, "stop after this many passes over the training data")
+    max_tokens: Optional[int] = setting(None, "stop after this many real (non-padding) training tokens")
+    time_budget: Optional[float] = setting(None, "stop after this much wall-clock time, in seconds (on the "
+                                                 "command line also with a unit: 90s, 45m, 2h)")
     # batches
-    batch_size: int = 32  # per process, per micro-batch
-    grad_accum_steps: int = 1
-    num_workers: int = 0
-    seed: int = 0
+    batch_size: int = setting(32, "examples per micro-batch, per process")
+    grad_accum_steps: int = setting(1, "micro-batches per optimiser step; the global batch is batch_size x "
+                                       "processes x grad_accum_steps")
+    num_workers: int = setting(0, "DataLoader worker processes preparing batches")
+    seed: int = setting(0, "seed of every random draw: initialisation, dropout, data order, masks")
     # hardware
-    device: Optional[str] = None  # None: cuda (this process's GPU) when available, else cpu
-    precision: str = "fp32"  # "fp32" | "bf16" (autocast, CUDA only) | "auto" (bf16 on CUDA, else fp32)
-    compile: bool = False
-    fused_adamw: Optional[bool] = None  # None: fused on CUDA; True also on CPU (PyTorch >= 2.4)
-    ddp_find_unused_parameters: bool = False  # True for models whose loss skips some weights
+    device: Optional[str] = setting(None, "cpu, cuda or cuda:N; None: this process's GPU when there is one")
+    precision: str = setting("fp32", "fp32, bf16 (autocast; CUDA only) or auto (bf16 on CUDA, else fp32)")
+    compile: bool = setting(False, "torch.compile the model (falls back to eager if compilation fails)")
+    fused_adamw: Optional[bool] = setting(None, "one fused AdamW kernel; None: fused on CUDA only")
+    ddp_find_unused_parameters: bool = setting(False, "under torchrun, for models whose loss skips some weights")
     # bookkeeping (0 = only at the end of the run)
-    out_dir: Optional[str] = None  # None: nothing written to disk
-    log_every: int = 10
-    eval_every: int = 0
-    save_every: int = 0
-    keep_checkpoints: int = 1
-    eval_batch_size: Optional[int] = None
-    progress: bool = True  # a tqdm bar on process 0; False in notebooks stored for nbval
+    out: Optional[str] = setting(None, "output folder for checkpoints and metrics; None: nothing written")
+    log_every: int = setting(10, "log a metrics record every N steps")
+    eval_every: int = setting(0, "evaluate on held-out data every N steps; 0: at the end only")
+    save_every: int = setting(0, "write a checkpoint every N steps; 0: at the end only")
+    keep_checkpoints: int = setting(1, "checkpoints kept in the output folder, the newest ones")
+    eval_batch_size: Optional[int] = setting(None, "examples per evaluation batch; None: batch_size")
+    progress: bool = setting(True, "show a progress bar (off in notebooks stored for nbval, and in logs)")
 
     def __post_init__(self) -> None:
-        if not any(v is not None for v in (self.max_steps, self.epochs, self.max_tokens, self.time_budget_s)):
-            raise ValueError("give a budget: max_steps, epochs, max_tokens or time_budget_s")
+        if not any(v is not None for v in (self.steps, self.epochs, self.max_tokens, self.time_budget)):
+            raise ValueError("give a budget: steps, epochs, max_tokens or time_budget")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         for name in ("batch_size", "grad_accum_steps", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.lr <= 0:
+        if self.lr is not None and not self.lr > 0:  # None: a subclass picks it (FinetuneConfig)
             raise ValueError(f"lr must be positive, got {self.lr}")
         if self.warmup_ratio is not None and not 0 <= self.warmup_ratio <= 1:
             raise ValueError(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio}")
-        if self.warmup_steps and self.max_steps is None and self.epochs is None:
+        if self.warmup_steps and self.steps is None and self.epochs is None:
             raise ValueError(
-                "warmup_steps needs a step budget (max_steps or epochs) to place the decay; "
-                "with max_tokens or time_budget_s give warmup_ratio instead"
+                "warmup_steps needs a step budget (steps or epochs) to place the decay; "
+                "with max_tokens or time_budget give warmup_ratio instead"
             )
+
+    def train_config(self, **changes: Any) -> "TrainConfig":
+        """The plain `TrainConfig` part of this config (of a subclass), with `changes`."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(TrainConfig)}
+        return TrainConfig(**{**values, **changes})
 
 
 @dataclass
@@ -137,7 +160,7 @@ class TrainResult:
     checkpoint: Optional[str]  # the last checkpoint written (or resumed from)
     records: list[dict] = field(default_factory=list)  # everything in metrics.jsonl
     eval: Optional[dict] = None  # the last evaluation
-    stopped_by: str = ""  # "max_steps", "max_tokens", "time_budget_s", "stop_at_step"
+    stopped_by: str = ""  # "steps", "max_tokens", "time_budget", "stop_at_step"
 
 
 class TrainingDivergedError(RuntimeError):
@@ -208,7 +231,7 @@ def clip_gradients(model: nn.Module, max_norm: Optional[float]) -> torch.Tensor:
 
 
 def _lr_multiplier(cfg: TrainConfig, max_steps: Optional[int], state: TrainState) -> float:
-    if cfg.max_tokens is None and cfg.time_budget_s is None:  # a step budget: the plain schedule
+    if cfg.max_tokens is None and cfg.time_budget is None:  # a step budget: the plain schedule
         warmup = cfg.warmup_steps if cfg.warmup_ratio is None else cfg.warmup_ratio * max_steps
         return linear_schedule(state.step, warmup, max_steps)
     # A token or time budget: the schedule runs on the fraction of the budget used.
@@ -224,18 +247,18 @@ def _budget_fraction(cfg: TrainConfig, max_steps: Optional[int], state: TrainSta
         fractions.append(state.step / max_steps)
     if cfg.max_tokens is not None:
         fractions.append(state.tokens_seen / cfg.max_tokens)
-    if cfg.time_budget_s is not None:
-        fractions.append(state.elapsed_s / cfg.time_budget_s)
+    if cfg.time_budget is not None:
+        fractions.append(state.elapsed_s / cfg.time_budget)
     return min(1.0, max(fractions))
 
 
 def _stop_reason(cfg: TrainConfig, max_steps: Optional[int], state: TrainState, stop_at_step: Optional[int]) -> str:
     if max_steps is not None and state.step >= max_steps:
-        return "max_steps"
+        return "steps"
     if cfg.max_tokens is not None and state.tokens_seen >= cfg.max_tokens:
         return "max_tokens"
-    if cfg.time_budget_s is not None and state.elapsed_s >= cfg.time_budget_s:
-        return "time_budget_s"  # elapsed_s is averaged over processes, so all agree
+    if cfg.time_budget is not None and state.elapsed_s >= cfg.time_budget:
+        return "time_budget"  # elapsed_s is averaged over processes, so all agree
     if stop_at_step is not None and state.step >= stop_at_step:
         return "stop_at_step"
     return ""
@@ -327,7 +350,7 @@ def train(
 ) -> TrainResult:
     """Train `model` on `dataset` as `config` says; see the module docstring for the contract.
 
-    resume: continue from the latest checkpoint in config.out_dir (start fresh if none).
+    resume: continue from the latest checkpoint in config.out (start fresh if none).
     stop_at_step: stop (and checkpoint) after this step although the budget runs on, to
         split one run over several sessions; the schedule is the full run's.
     Raises TrainingDivergedError on a NaN / infinite loss, before any update or checkpoint.
@@ -337,7 +360,7 @@ def train(
     model.to(ctx.device)
     optimizer = make_optimizer(model, cfg, ctx.device)
     steps_per_epoch = steps_in_epoch(len(dataset), cfg, ctx.world_size)
-    max_steps = _max_steps(cfg, steps_per_epoch)
+    max_steps = _step_budget(cfg, steps_per_epoch)
     state, checkpoint, records = _start_or_resume(model, optimizer, cfg, ctx, len(dataset), resume)
 
     net, ddp = wrap_model(model, ctx, compile=cfg.compile, find_unused_parameters=cfg.ddp_find_unused_parameters)
@@ -390,19 +413,19 @@ def train(
                 last_eval = evaluate(model, eval_dataset, collate, cfg.eval_batch_size or cfg.batch_size,
                                      cfg.seed, device=ctx.device, precision=cfg.precision)
                 records.append(_log(cfg, ctx, {"step": state.step, **{f"eval_{k}": v for k, v in last_eval.items()}}))
-            if cfg.out_dir and ((cfg.save_every and state.step % cfg.save_every == 0) or last):
+            if cfg.out and ((cfg.save_every and state.step % cfg.save_every == 0) or last):
                 checkpoint = _save(model, optimizer, cfg, ctx, state, len(dataset))
     return TrainResult(step=state.step, loss=loss, tokens_seen=state.tokens_seen, elapsed_s=state.elapsed_s,
                        checkpoint=checkpoint, records=records, eval=last_eval, stopped_by=stopped_by)
 
 
 # ---- helpers of train() ------------------------------------------------------------------
-def _max_steps(cfg: TrainConfig, steps_per_epoch: int) -> Optional[int]:
-    """The step budget: max_steps, or the steps of `epochs` epochs, whichever comes first."""
+def _step_budget(cfg: TrainConfig, steps_per_epoch: int) -> Optional[int]:
+    """The step budget: steps, or the steps of `epochs` epochs, whichever comes first."""
     if cfg.epochs is None:
-        return cfg.max_steps
+        return cfg.steps
     epoch_steps = math.ceil(cfg.epochs * steps_per_epoch)
-    return epoch_steps if cfg.max_steps is None else min(cfg.max_steps, epoch_steps)
+    return epoch_steps if cfg.steps is None else min(cfg.steps, epoch_steps)
 
 
 def _reduce_step_numbers(sums: torch.Tensor, clock: float, ctx: DistContext) -> list[float]:
@@ -448,14 +471,14 @@ def _forward_backward(net, ddp, micro_batches: list[dict], autocast, device: tor
 
 def _start_or_resume(model, optimizer, cfg: TrainConfig, ctx: DistContext, num_examples: int, resume: bool):
     """(state, checkpoint path, earlier metrics records) for a fresh or a resumed run."""
-    out_dir = Path(cfg.out_dir) if cfg.out_dir else None
+    out_dir = Path(cfg.out) if cfg.out else None
     latest = latest_checkpoint(out_dir) if out_dir else None
     if resume and out_dir is None:
-        raise ValueError("resume=True needs config.out_dir, the directory holding the checkpoints")
+        raise ValueError("resume=True needs config.out, the directory holding the checkpoints")
     if latest is not None and not resume:
         raise FileExistsError(
             f"{out_dir} already holds {latest.name}: pass resume=True to continue that run, "
-            "or choose another out_dir (or delete this one) to start afresh."
+            "or choose another out folder (or delete this one) to start afresh."
         )
     if latest is None:
         if resume:
@@ -496,7 +519,7 @@ def _save(model, optimizer, cfg: TrainConfig, ctx: DistContext, state: TrainStat
     if ctx.world_size > 1:
         rngs = [None] * ctx.world_size
         dist.all_gather_object(rngs, rng_state())
-    path = Path(cfg.out_dir) / f"checkpoint-{state.step}"
+    path = Path(cfg.out) / f"checkpoint-{state.step}"
     if ctx.is_main:
         training_state = {
             **dataclasses.asdict(state),
@@ -505,7 +528,7 @@ def _save(model, optimizer, cfg: TrainConfig, ctx: DistContext, state: TrainStat
             "optimizer": optimizer.state_dict(),
             "rng": rngs,  # the schedule has no state of its own: it is a function of step/tokens/time
         }
-        path = save_checkpoint(cfg.out_dir, state.step, model, training_state, keep_last=cfg.keep_checkpoints,
+        path = save_checkpoint(cfg.out, state.step, model, training_state, keep_last=cfg.keep_checkpoints,
                                extra_json={"train_config.json": dataclasses.asdict(cfg)})
     if ctx.world_size > 1:
         dist.barrier()  # nobody races ahead (or reads it) before it is complete
@@ -514,8 +537,8 @@ def _save(model, optimizer, cfg: TrainConfig, ctx: DistContext, state: TrainStat
 
 def _log(cfg: TrainConfig, ctx: DistContext, record: dict) -> dict:
     """Append one record to out_dir/metrics.jsonl (process 0 only) and return it."""
-    if cfg.out_dir and ctx.is_main:
-        append_metrics(cfg.out_dir, record)
+    if cfg.out and ctx.is_main:
+        append_metrics(cfg.out, record)
     return record
 
 

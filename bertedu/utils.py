@@ -4,15 +4,22 @@ eval-mode and mixed-precision switches the training and inference code share."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import warnings
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
 
 PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def setting(default: Any, help: str) -> Any:
+    """A config dataclass field with its help text, which `bertedu --help` prints (with the
+    default, read from the field itself, so the two cannot drift apart)."""
+    return dataclasses.field(default=default, metadata={"help": help})
 
 
 def seed_everything(seed: int = 0) -> torch.Generator:

@@ -151,7 +151,7 @@ def test_fused_adamw_takes_the_same_steps_as_the_loop():
     model = BertForPreTraining(config())
     twin = copy.deepcopy(model)
     batch = ragged_batch()
-    optimizers = [make_optimizer(m, TrainConfig(lr=1e-3, max_steps=3, fused_adamw=fused), torch.device("cpu"))
+    optimizers = [make_optimizer(m, TrainConfig(lr=1e-3, steps=3, fused_adamw=fused), torch.device("cpu"))
                   for m, fused in ((model, False), (twin, True))]
     assert optimizers[1].defaults["fused"] and not optimizers[0].defaults["fused"]
     for _ in range(3):

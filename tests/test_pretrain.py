@@ -116,7 +116,7 @@ def test_training_loop_tells_the_data_set_each_epoch():
             return type("Out", (), {"loss": ((self.w - x.float().mean()) ** 2).sum()})()
 
     data = _EpochRecorder()
-    train(Net(), data, lambda ex, g: {"x": torch.tensor(ex)}, TrainConfig(max_steps=6, batch_size=2, progress=False))
+    train(Net(), data, lambda ex, g: {"x": torch.tensor(ex)}, TrainConfig(steps=6, batch_size=2, progress=False))
     assert data.epochs[:3] == [0, 1, 2]
 
 

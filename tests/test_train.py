@@ -92,7 +92,7 @@ def fixed_collate(examples, generator):
 
 
 def config(**kw) -> TrainConfig:
-    base = dict(lr=1e-3, batch_size=4, max_steps=3, log_every=1, progress=False, seed=7)
+    base = dict(lr=1e-3, batch_size=4, steps=3, log_every=1, progress=False, seed=7)
     return TrainConfig(**{**base, **kw})
 
 
@@ -157,7 +157,7 @@ def test_train_clips_before_every_update():
 
     handle = register_optimizer_step_pre_hook(check)
     try:
-        result = train(tiny_model(), ToyPairs(16), collate, config(max_grad_norm=0.05, max_steps=4))
+        result = train(tiny_model(), ToyPairs(16), collate, config(max_grad_norm=0.05, steps=4))
     finally:
         handle.remove()
     assert len(seen) == 4 and max(seen) <= 0.05 * (1 + 1e-4)
@@ -167,7 +167,7 @@ def test_train_clips_before_every_update():
 # ---- the loop ----------------------------------------------------------------------------------
 def test_overfits_one_batch():
     data = ToyPairs(8)
-    result = train(tiny_model(), data, fixed_collate, config(batch_size=8, max_steps=60, lr=1e-2, warmup_steps=5))
+    result = train(tiny_model(), data, fixed_collate, config(batch_size=8, steps=60, lr=1e-2, warmup_steps=5))
     first, last = result.records[0]["loss"], result.loss
     assert last < 0.1 * first and last < 0.4, (first, last)
 
@@ -194,7 +194,7 @@ def test_gradient_accumulation_equals_one_big_batch():
 
 def test_data_order_is_a_seeded_permutation_per_epoch():
     data = ToyPairs(20)  # global batch 8: 2 steps per epoch, the last 4 examples of each epoch dropped
-    train(tiny_model(), data, fixed_collate, config(batch_size=4, grad_accum_steps=2, max_steps=4))
+    train(tiny_model(), data, fixed_collate, config(batch_size=4, grad_accum_steps=2, steps=4))
     for epoch in (0, 1):
         order = data.seen[epoch * 16 : (epoch + 1) * 16]
         assert order == epoch_permutation(20, 7, epoch)[:16].tolist()
@@ -204,23 +204,23 @@ def test_data_order_is_a_seeded_permutation_per_epoch():
 
 def test_data_loader_workers_change_nothing():
     a, b = tiny_model(dropout=0.1), tiny_model(dropout=0.1)
-    r_a = train(a, ToyPairs(24), collate, config(max_steps=6))
-    r_b = train(b, ToyPairs(24), collate, config(max_steps=6, num_workers=2))
+    r_a = train(a, ToyPairs(24), collate, config(steps=6))
+    r_b = train(b, ToyPairs(24), collate, config(steps=6, num_workers=2))
     assert losses(r_a.records) == losses(r_b.records)
     assert all(torch.equal(w, weights(b)[k]) for k, w in weights(a).items())
 
 
 def test_learning_rate_follows_the_schedule_and_budgets_stop_the_run():
-    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=6, warmup_steps=2))
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=6, warmup_steps=2))
     assert [r["lr"] for r in result.records] == pytest.approx([1e-3 * linear_schedule(s, 2, 6) for s in range(6)])
-    assert result.stopped_by == "max_steps" and result.step == 6
-    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=None, epochs=2))
-    assert result.step == 8 and result.stopped_by == "max_steps"  # 4 steps per epoch
-    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=None, max_tokens=100))
+    assert result.stopped_by == "steps" and result.step == 6
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=None, epochs=2))
+    assert result.step == 8 and result.stopped_by == "steps"  # 4 steps per epoch
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=None, max_tokens=100))
     assert result.stopped_by == "max_tokens" and result.tokens_seen >= 100
     assert result.records[-2]["tokens"] < 100  # it stopped at the first step past the budget
-    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=None, time_budget_s=0.2))
-    assert result.stopped_by == "time_budget_s" and result.elapsed_s >= 0.2
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=None, time_budget=0.2))
+    assert result.stopped_by == "time_budget" and result.elapsed_s >= 0.2
     with pytest.raises(ValueError, match="budget"):
         TrainConfig()
     with pytest.raises(ValueError, match="warmup_ratio"):
@@ -232,12 +232,12 @@ def test_learning_rate_follows_the_schedule_and_budgets_stop_the_run():
 def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
     """Dropout on, random masks from the collate generator, an epoch boundary, an eval."""
     data, held_out = ToyPairs(24), ToyPairs(8, seed=1)
-    cfg = dict(batch_size=4, grad_accum_steps=2, max_steps=7, warmup_steps=2, eval_every=3, save_every=2)
+    cfg = dict(batch_size=4, grad_accum_steps=2, steps=7, warmup_steps=2, eval_every=3, save_every=2)
     full = tiny_model(dropout=0.1)
-    r_full = train(full, data, collate, config(out_dir=str(tmp_path / "full"), **cfg), eval_dataset=held_out)
+    r_full = train(full, data, collate, config(out=str(tmp_path / "full"), **cfg), eval_dataset=held_out)
 
     # Interrupted: stops after step 5 with checkpoints 4 and 5; then "crashes" before 5 is safe.
-    part = config(out_dir=str(tmp_path / "part"), keep_checkpoints=2, **cfg)
+    part = config(out=str(tmp_path / "part"), keep_checkpoints=2, **cfg)
     r_stop = train(tiny_model(dropout=0.1), data, collate, part, eval_dataset=held_out, stop_at_step=5)
     assert r_stop.step == 5 and r_stop.stopped_by == "stop_at_step"
     shutil.rmtree(tmp_path / "part" / "checkpoint-5")
@@ -271,7 +271,7 @@ class NaNAt(nn.Module):
 def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     model = NaNAt(tiny_model(), bad_call=5)
     with pytest.raises(TrainingDivergedError, match="step 5") as info:
-        train(model, ToyPairs(24), fixed_collate, config(max_steps=8, save_every=2, out_dir=str(tmp_path)))
+        train(model, ToyPairs(24), fixed_collate, config(steps=8, save_every=2, out=str(tmp_path)))
     assert info.value.step == 5 and "checkpoint-4" in str(info.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-4", "metrics.jsonl"]
     reloaded = NaNAt(tiny_model(seed=5), bad_call=0)
@@ -285,7 +285,7 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
 # ---- checkpoints -------------------------------------------------------------------------------
 def test_checkpoints_are_complete_and_leave_no_temporaries(tmp_path):
     result = train(tiny_model(), ToyPairs(16), fixed_collate,
-                   config(max_steps=5, save_every=2, keep_checkpoints=2, out_dir=str(tmp_path)))
+                   config(steps=5, save_every=2, keep_checkpoints=2, out=str(tmp_path)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-4", "checkpoint-5", "metrics.jsonl"]
     assert result.checkpoint == str(tmp_path / "checkpoint-5") == str(latest_checkpoint(tmp_path))
     for ckpt in tmp_path.glob("checkpoint-*"):
@@ -309,13 +309,13 @@ def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypat
 
     monkeypatch.setattr(ckpt.torch, "save", failing_save)
     with pytest.raises(OSError, match="disk full"):
-        train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=4, save_every=1, out_dir=str(tmp_path)))
+        train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=4, save_every=1, out=str(tmp_path)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1", "metrics.jsonl"]
     assert load_checkpoint(tmp_path, tiny_model())["step"] == 1
 
 
 def test_load_checkpoint_errors_say_what_is_wrong(tmp_path):
-    train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=1, out_dir=str(tmp_path / "run")))
+    train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=1, out=str(tmp_path / "run")))
     with pytest.raises(CheckpointError, match="no checkpoint"):
         load_checkpoint(tmp_path / "nowhere", tiny_model())
     with pytest.raises(CheckpointError, match="different model config.*hidden_size"):
@@ -325,7 +325,7 @@ def test_load_checkpoint_errors_say_what_is_wrong(tmp_path):
     with pytest.raises(CheckpointError, match="incomplete.*training_state.pt"):
         load_checkpoint(tmp_path / "broken", tiny_model())
     with pytest.raises(FileExistsError, match="resume=True"):  # a fresh run would overwrite it
-        train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=1, out_dir=str(tmp_path / "run")))
+        train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=1, out=str(tmp_path / "run")))
 
 
 def test_rng_state_round_trips_through_a_weights_only_file(tmp_path):
@@ -338,8 +338,8 @@ def test_rng_state_round_trips_through_a_weights_only_file(tmp_path):
 
 # ---- metrics, evaluation, precision, compile ---------------------------------------------------
 def test_metrics_file_and_plot(tmp_path):
-    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=6, log_every=2, eval_every=3,
-                   out_dir=str(tmp_path)), eval_dataset=ToyPairs(6, seed=1))
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=6, log_every=2, eval_every=3,
+                   out=str(tmp_path)), eval_dataset=ToyPairs(6, seed=1))
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert records == result.records
     train_rows = [r for r in records if "loss" in r]
@@ -373,7 +373,7 @@ def test_evaluate_is_deterministic_and_counts_labelled_positions_only():
 
 def test_bf16_on_cpu_warns_and_compile_failure_falls_back_to_eager(monkeypatch):
     eager = tiny_model()
-    train(eager, ToyPairs(8), fixed_collate, config(max_steps=2))
+    train(eager, ToyPairs(8), fixed_collate, config(steps=2))
 
     def broken_compile(module, *a, **k):
         def run(**batch):
@@ -383,17 +383,17 @@ def test_bf16_on_cpu_warns_and_compile_failure_falls_back_to_eager(monkeypatch):
     monkeypatch.setattr(torch, "compile", broken_compile)
     model = tiny_model()
     with pytest.warns(UserWarning) as caught:
-        train(model, ToyPairs(8), fixed_collate, config(max_steps=2, precision="bf16", compile=True))
+        train(model, ToyPairs(8), fixed_collate, config(steps=2, precision="bf16", compile=True))
     messages = " ".join(str(w.message) for w in caught)
     assert "CUDA only" in messages and "eager" in messages
     assert all(torch.equal(weights(eager)[k], w) for k, w in weights(model).items())
 
 
 def test_progress_bar_shows_loss_speed_and_eta(capsys):
-    train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=3, progress=True))
+    train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=3, progress=True))
     err = capsys.readouterr().err
     assert "3/3" in err and "loss=" in err and "tok_s=" in err and "<00:00" in err  # elapsed<remaining
-    train(tiny_model(), ToyPairs(16), fixed_collate, config(max_steps=3, progress=False))
+    train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=3, progress=False))
     assert capsys.readouterr().err == ""
 
 
@@ -407,8 +407,8 @@ from test_train import ToyPairs, collate, config, fixed_collate, tiny_model
 from bertedu.train import train
 # two runs in one script (the process group, made by the first, serves both):
 # fixed masks, then random masks; batch 4 per process
-train(tiny_model(), ToyPairs(24), fixed_collate, config(batch_size=4, max_steps=3, out_dir=sys.argv[1] + "/fixed"))
-train(tiny_model(), ToyPairs(24), collate, config(batch_size=4, max_steps=3, out_dir=sys.argv[1] + "/random"))
+train(tiny_model(), ToyPairs(24), fixed_collate, config(batch_size=4, steps=3, out=sys.argv[1] + "/fixed"))
+train(tiny_model(), ToyPairs(24), collate, config(batch_size=4, steps=3, out=sys.argv[1] + "/random"))
 """
 
 
@@ -435,7 +435,7 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
 
     # 2 processes x batch 4 == 1 process x batch 8 (fixed masks: one collate call or two agree)
     single = tiny_model()
-    r_single = train(single, ToyPairs(24), fixed_collate, config(batch_size=8, max_steps=3))
+    r_single = train(single, ToyPairs(24), fixed_collate, config(batch_size=8, steps=3))
     two = tiny_model(seed=99)
     load_checkpoint(tmp_path / "fixed", two)
     for name, w in weights(single).items():
@@ -448,7 +448,7 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
     # random masks: 2 processes x batch 4 == 1 process x batch 4 x 2 micro-batches, because
     # collate's generator is seeded by the slot (micro-batch * world_size + rank)
     accum = tiny_model()
-    train(accum, ToyPairs(24), collate, config(batch_size=4, grad_accum_steps=2, max_steps=3))
+    train(accum, ToyPairs(24), collate, config(batch_size=4, grad_accum_steps=2, steps=3))
     load_checkpoint(tmp_path / "random", two)
     for name, w in weights(accum).items():
         torch.testing.assert_close(weights(two)[name], w, atol=1e-5, rtol=0, msg=name)

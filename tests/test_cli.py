@@ -1,0 +1,50 @@
+"""The command line is generated from the config dataclasses: what --help says is the code's defaults."""
+
+import argparse
+import dataclasses
+
+import pytest
+
+from bertedu.cli import build_parser
+from bertedu.finetune import FinetuneConfig
+from bertedu.pretrain import PretrainConfig
+from bertedu.train import TrainConfig
+
+
+def subparser(name: str) -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+@pytest.mark.parametrize("command, cls", [("pretrain", PretrainConfig), ("finetune", FinetuneConfig)])
+def test_every_field_is_a_flag_whose_help_shows_the_code_default(command, cls):
+    parser = subparser(command)
+    formatter = parser._get_formatter()
+    actions = {a.dest: a for a in parser._actions}
+    for field in dataclasses.fields(cls):
+        action = actions[field.name]
+        assert action.default == field.default, field.name
+        shown = formatter._expand_help(action)  # the text `--help` prints for this flag
+        assert shown.startswith(field.metadata["help"].replace("%%", "%")), field.name
+        assert shown.endswith(f"(default: {field.default})"), (field.name, shown)
+
+
+@pytest.mark.parametrize("cls", [PretrainConfig, FinetuneConfig])
+def test_the_commands_configs_extend_the_loops_config_without_redeclaring_it(cls):
+    loop = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
+    own = {f.name: f.type for f in dataclasses.fields(cls)}
+    assert issubclass(cls, TrainConfig) and set(loop) <= set(own)
+
+
+def test_flags_parse_to_the_config_types():
+    args = build_parser().parse_args(["pretrain", "--steps", "3", "--time-budget", "45m", "--betas", "0.8", "0.9",
+                                      "--no-unpad", "--keep-checkpoints", "2"])
+    assert (args.steps, args.time_budget, args.betas, args.unpad, args.keep_checkpoints) == (3, 2700.0, [0.8, 0.9],
+                                                                                             False, 2)
+
+
+def test_a_subclass_config_converts_to_the_loops_config_field_by_field():
+    cfg = PretrainConfig(steps=5, lr=3e-4, keep_checkpoints=3, seed=11)
+    loop = cfg.train_config(out="x")
+    assert type(loop) is TrainConfig
+    assert (loop.steps, loop.lr, loop.keep_checkpoints, loop.seed, loop.out) == (5, 3e-4, 3, 11, "x")
