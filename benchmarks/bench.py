@@ -14,8 +14,8 @@ Variants of bertedu (transformers is always measured, as the baseline):
 
     readable     attention kernel "reference" (the formula written out), no fast path
     sdpa         attention kernel "sdpa" (torch.nn.functional.scaled_dot_product_attention)
-    fast         sdpa + model.set_fast_path(unpad=True, sparse_mlm=True)  (bertedu.fast)
-    fast-padded  the same, with set_fast_path(..., attention="padded")
+    fast         sdpa + bertedu.fast.set_fast_path(model, unpad=True, sparse_mlm=True)
+    fast-padded  the same, with set_fast_path(model, ..., attention="padded")
 
 Precision is the same for every row of a run (--precision; bf16 autocast on CUDA by
 default, fp32 on CPU). --compile wraps both models in torch.compile (eager on failure).
@@ -67,7 +67,6 @@ import contextlib
 import copy
 import gc
 import glob
-import inspect
 import json
 import math
 import os
@@ -88,11 +87,13 @@ except ImportError:  # run from a checkout without `pip install -e .`
     import bertedu  # noqa: F401
 
 from bertedu import BertConfig, BertForPreTraining
+from bertedu.constants import IGNORE_INDEX
+from bertedu.fast import set_fast_path
 from bertedu.interop import to_hf
+from bertedu.train import param_groups as bertedu_param_groups
 
 BASELINE = "transformers"
 VARIANTS = ("readable", "sdpa", "fast", "fast-padded")
-IGNORE_INDEX = -100
 MLM_PROBABILITY = 0.15
 # AdamW as bertedu.train.TrainConfig (BERT's recipe); identical for both models.
 ADAMW = dict(lr=1e-4, betas=(0.9, 0.999), eps=1e-6)
@@ -203,21 +204,7 @@ def fused_adamw_supported(device: torch.device) -> bool:
 
 def param_groups(model: torch.nn.Module) -> list[dict]:
     """bertedu.train.param_groups (no decay on biases and LayerNorm), for either model."""
-    try:
-        from bertedu.train import param_groups as groups
-    except ImportError:  # pragma: no cover - keep the benchmark usable mid-refactor
-        groups = None
-    if groups is not None:
-        return [{k: v for k, v in g.items() if k != "names"} for g in groups(model, WEIGHT_DECAY)]
-    decay, no_decay = [], []
-    norms = {id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm) for p in m.parameters()}
-    for name, p in model.named_parameters():
-        (no_decay if name.endswith("bias") or id(p) in norms else decay).append(p)
-    return [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def fast_path_available() -> bool:
-    return hasattr(BertForPreTraining, "set_fast_path")
+    return [{k: v for k, v in g.items() if k != "names"} for g in bertedu_param_groups(model, WEIGHT_DECAY)]
 
 
 def build(variant: str, pristine: BertForPreTraining, device: torch.device, fast_options: dict):
@@ -235,17 +222,8 @@ def build(variant: str, pristine: BertForPreTraining, device: torch.device, fast
             options = dict(fast_options)
             if variant == "fast-padded":
                 options["attention"] = "padded"
-            model.set_fast_path(**options)
+            set_fast_path(model, **options)
     return model.to(device).train()
-
-
-def variant_available(variant: str) -> str | None:
-    """None if the variant can run here, else why not."""
-    if variant.startswith("fast") and not fast_path_available():
-        return "BertForPreTraining.set_fast_path is not in this bertedu"
-    if variant == "fast-padded" and "attention" not in inspect.signature(BertForPreTraining.set_fast_path).parameters:
-        return "set_fast_path has no attention= option"
-    return None
 
 
 # ---- measurements ----------------------------------------------------------------------
@@ -458,12 +436,6 @@ def run(args) -> dict:
     log(f"# bench: {device.type} ({device_name}), torch {torch.__version__}, transformers "
         f"{transformers.__version__}, {torch.get_num_threads()} threads, precision {args.precision}, "
         f"AdamW fused={fused}, compile={args.compile}")
-    for v in variants:
-        why = variant_available(v)
-        if why:
-            log(f"  variant {v} skipped: {why}")
-            result["skipped"].append(dict(what=f"variant {v}", why=why))
-    variants = [v for v in variants if variant_available(v) is None]
     ragged_models = [m for m in args.ragged_variants.split(",") if m in variants or m == BASELINE]
 
     for preset in ([] if args.skip_models else presets):

@@ -95,13 +95,9 @@ def precision_recall_f1(preds, labels, average: str = "binary", pos_label=1) -> 
 
 
 def f1_score(preds, labels, average: str = "binary", pos_label=1) -> float:
-    """F1 of class predictions (see `precision_recall_f1` for `average`)."""
+    """F1 of class predictions (see `precision_recall_f1` for `average`). The default,
+    binary F1 of the class `pos_label` (2PR / (P + R)), is what MRPC reports."""
     return precision_recall_f1(preds, labels, average, pos_label)[2]
-
-
-def f1_binary(preds, labels, pos_label=1) -> float:
-    """F1 of the positive class `pos_label`: 2PR / (P + R). MRPC reports this."""
-    return f1_score(preds, labels, "binary", pos_label)
 
 
 # ----------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ import torch
 from bertedu import BertConfig, BertForPreTraining
 
 REPO = Path(__file__).resolve().parent.parent
-FAST = hasattr(BertForPreTraining, "set_fast_path")
 
 
 def load_bench():
@@ -93,11 +92,10 @@ def test_gpu_script_end_to_end_on_cpu(tmp_path):
 
     eager = json.loads((tmp_path / "gpu_eager.json").read_text())
     compiled = json.loads((tmp_path / "gpu_compiled.json").read_text())
-    variants = ["transformers", "readable", "sdpa"] + (["fast"] if FAST else [])
+    variants = ["transformers", "readable", "sdpa", "fast"]
     assert [r["variant"] for r in eager["rows"]] == variants
-    assert [r["variant"] for r in eager["padding"]] == ["transformers"] + (["fast"] if FAST else [])
-    assert [(r["variant"], r["compiled"]) for r in compiled["rows"]] == (
-        [("transformers", True)] + ([("fast", True)] if FAST else []))
+    assert [r["variant"] for r in eager["padding"]] == ["transformers", "fast"]
+    assert [(r["variant"], r["compiled"]) for r in compiled["rows"]] == [("transformers", True), ("fast", True)]
     assert eager["meta"]["adamw"]["fused"] is True  # fused AdamW runs on CPU in this PyTorch
     for r in eager["rows"] + eager["padding"] + compiled["rows"]:
         assert r["step_s"] > 0 and r["tokens_per_s"] > 0 and r["act_bytes"] > 0
@@ -110,9 +108,9 @@ def test_gpu_script_end_to_end_on_cpu(tmp_path):
         assert r["flops_per_step"] == bench.training_flops(BertConfig.tiny(), [32] * 4, full["labelled"])
     for r in eager["padding"]:
         assert 0 < r["padding_fraction"] < 1 and r["real_tokens"] < r["padded_tokens"]
-    if FAST:  # the sparse MLM head keeps no (B, T, V) logits for backward
-        rows = {r["variant"]: r for r in eager["rows"]}
-        assert rows["fast"]["act_bytes"] < rows["transformers"]["act_bytes"] / 2
+    # the sparse MLM head keeps no (B, T, V) logits for backward
+    rows = {r["variant"]: r for r in eager["rows"]}
+    assert rows["fast"]["act_bytes"] < rows["transformers"]["act_bytes"] / 2
 
     # the table comes last, with every row of both passes
     lines = proc.stdout.strip().splitlines()

@@ -10,7 +10,6 @@ from bertedu.metrics import (
     bio_entities,
     entity_prf,
     exact_match,
-    f1_binary,
     f1_score,
     normalize_answer,
     precision_recall_f1,
@@ -41,7 +40,7 @@ def test_binary_scores_match_sklearn(seed):
         ours = precision_recall_f1(preds, labels, "binary", pos_label=pos)
         theirs = sk.precision_recall_fscore_support(labels, preds, average="binary", pos_label=pos)[:3]
         assert ours == pytest.approx(theirs)
-    assert f1_binary(preds, labels) == pytest.approx(sk.f1_score(labels, preds))
+    assert f1_score(preds, labels) == pytest.approx(sk.f1_score(labels, preds))
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -60,7 +59,7 @@ def test_classification_inputs_and_errors():
     preds, labels = torch.tensor([1, 0, 1, 1]), torch.tensor([1, 1, 0, 1])
     assert accuracy(preds, labels) == 0.5
     assert precision_recall_f1(preds, labels) == pytest.approx((2 / 3, 2 / 3, 2 / 3))
-    assert f1_binary([0, 0], [0, 0]) == 0.0  # no positives at all: 0, not a division error
+    assert f1_score([0, 0], [0, 0]) == 0.0  # no positives at all: 0, not a division error
     with pytest.raises(ValueError, match="same length"):
         accuracy([1, 0], [1])
     with pytest.raises(ValueError, match="binary"):
