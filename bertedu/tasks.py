@@ -109,6 +109,13 @@ class BertTaskModel(nn.Module):
         first = next(encoder.parameters())
         return model.to(device=first.device, dtype=first.dtype).train()
 
+    def _add_classifier(self, num_labels: int, classifier_dropout: Optional[float]) -> None:
+        """The classification head: dropout (the encoder's rate unless given), then D -> num_labels."""
+        p = self.config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
+        self.dropout = nn.Dropout(p)
+        self.classifier = nn.Linear(self.config.hidden_size, num_labels)
+        self._init_head(self.classifier)
+
     def _init_head(self, *modules: nn.Module) -> None:
         for module in modules:
             module.apply(lambda m: init_bert_weights(m, self.config.initializer_range))
@@ -166,10 +173,7 @@ class BertForSequenceClassification(BertTaskModel):
             raise ValueError("this encoder has no pooler (tanh(dense([CLS]))); use pooling='mean'")
         self.num_labels = num_labels
         self.pooling = pooling
-        p = config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
-        self.dropout = nn.Dropout(p)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        self._init_head(self.classifier)
+        self._add_classifier(num_labels, classifier_dropout)
 
     def forward(
         self,
@@ -224,10 +228,7 @@ class BertForTokenClassification(BertTaskModel):
         if num_labels < 2:
             raise ValueError(f"token classification needs at least 2 labels, got {num_labels}")
         self.num_labels = num_labels
-        p = config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
-        self.dropout = nn.Dropout(p)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        self._init_head(self.classifier)
+        self._add_classifier(num_labels, classifier_dropout)
 
     def forward(
         self,
