@@ -46,6 +46,14 @@ def _axes(ax=None, figsize=(4, 4)):
     return ax
 
 
+def _label_query_key(ax, tokens: Sequence[str]) -> None:
+    """Token names on a (query x key) grid: queries down, keys across."""
+    ax.set_xticks(range(len(tokens)), tokens, rotation=90)
+    ax.set_yticks(range(len(tokens)), tokens)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query")
+
+
 def attention_heatmap(
     probs: torch.Tensor,
     tokens: Sequence[str],
@@ -61,10 +69,7 @@ def attention_heatmap(
     T = len(tokens)
     ax = _axes(ax, figsize=(0.45 * T + 1.5, 0.45 * T + 1.2))
     im = ax.imshow(probs.numpy(), cmap=cmap, vmin=0.0, vmax=1.0)
-    ax.set_xticks(range(T), tokens, rotation=90)
-    ax.set_yticks(range(T), tokens)
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query")
+    _label_query_key(ax, tokens)
     if annotate if annotate is not None else T <= 6:
         for i in range(T):
             for j in range(T):
@@ -149,10 +154,7 @@ def mask_heatmap(mask: torch.Tensor, tokens: Sequence[str], ax=None, title: Opti
         raise ValueError(f"expected a ({T}, {T}) mask, got {tuple(mask.shape)}")
     ax = _axes(ax, figsize=(0.45 * T + 1.2, 0.45 * T + 1.2))
     ax.imshow(mask.float().numpy(), cmap=ListedColormap(["#d9d9d9", "#2c7fb8"]), vmin=0, vmax=1)
-    ax.set_xticks(range(T), tokens, rotation=90)
-    ax.set_yticks(range(T), tokens)
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query")
+    _label_query_key(ax, tokens)
     if title:
         ax.set_title(title)
     return ax
