@@ -4,7 +4,9 @@
 
 A lazy import inside a function hides a cycle from Python at import time, but the two modules
 still depend on each other: a reader cannot understand one without the other. So the graph
-is built from every `import` statement in the source (module level or not), read with `ast`.
+is built from every `import` statement in the source (module level or not), read with `ast`,
+and an import of a subpackage's module also depends on that subpackage's __init__.py, which
+Python runs first.
 """
 
 import ast
@@ -62,7 +64,16 @@ def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
         for target in targets:
             if target in known and target != name:
                 found.add(target)
+                found |= _packages_run_first(target, name, known)
     return found
+
+
+def _packages_run_first(target: str, importer: str, known: set[str]) -> set[str]:
+    """Importing bertedu.data.qa runs bertedu/data/__init__.py first: the packages above
+    `target`, except those the importer lives in (already being imported)."""
+    parts = target.split(".")
+    above = {".".join(parts[:i]) for i in range(1, len(parts))}
+    return {p for p in above if p in known and not (importer == p or importer.startswith(p + "."))}
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -114,6 +125,16 @@ def test_function_level_imports_are_read(tmp_path):
                       "def f():\n    from .train import read_metrics\n    import bertedu.viz\n")
     known = {"bertedu.train", "bertedu.viz", "bertedu.config", "bertedu.mod"}
     assert imported_modules("bertedu.mod", source, known) == {"bertedu.train", "bertedu.viz"}
+
+
+def test_importing_a_submodule_runs_its_package_first(tmp_path):
+    source = tmp_path / "mod.py"
+    source.write_text("from .data.padding import pad_rows\n")
+    known = {"bertedu", "bertedu.data", "bertedu.data.padding", "bertedu.mod"}
+    assert imported_modules("bertedu.mod", source, known) == {"bertedu.data.padding", "bertedu.data"}
+    inside = tmp_path / "qa.py"
+    inside.write_text("from .padding import pad_rows\n")  # bertedu.data is already running
+    assert imported_modules("bertedu.data.qa", inside, known | {"bertedu.data.qa"}) == {"bertedu.data.padding"}
 
 
 def test_no_import_cycle_in_the_package():
