@@ -1,5 +1,9 @@
 """Data for BERT: corpora, pretraining examples (NSP pairs), MLM masking, collators, tasks.
 
+Fine-tuning inputs live here too: word labels to pieces and back (`bertedu.data.tagging`),
+the QA sliding window and span decoding (`bertedu.data.qa`), and `pad_rows`
+(`bertedu.data.padding`), the right-padding every collator uses.
+
     from bertedu.data import mask_tokens, create_pretraining_examples, PretrainingDataset
     from bertedu.data import load_corpus, load_task
 """
