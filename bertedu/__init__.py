@@ -6,15 +6,14 @@
 from .config import BertConfig
 from .encoder import BertModel
 from .heads import BertForPreTraining
-from .outputs import BertModelOutput, BertPreTrainingOutput
-from .tasks import (
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
+from .outputs import (
+    BertModelOutput,
+    BertPreTrainingOutput,
     QuestionAnsweringOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
+from .tasks import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 
 __all__ = [
     "BertConfig",

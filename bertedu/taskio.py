@@ -155,7 +155,7 @@ class TaggingIO(TaskIO):
 @dataclass
 class _Window:
     example: int  # index of the example in the split
-    feature: object  # a tasks.QAFeature
+    feature: object  # a data.qa.QAFeature
 
 
 class QAIO(TaskIO):
