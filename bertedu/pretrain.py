@@ -33,8 +33,10 @@ import torch
 from .checkpoint import latest_checkpoint, load_weights, read_config
 from .config import PRESETS, BertConfig
 from .constants import VOCAB_NAME
+from .errors import MissingFileError, OutputFolderError, SettingError, as_user_error
 from .fast import set_fast_path
 from .heads import BertForPreTraining
+from .jobs import run_lock
 from .tokenizer import load_vocab_tokenizer
 from .train import TrainConfig, TrainResult, train
 from .utils import eval_mode, resolve_precision, seed_everything, setting
@@ -80,6 +82,8 @@ class PretrainConfig(TrainConfig):
                                            "the same shard")
     eval_documents: float = setting(0.05, "fraction of documents held out to measure MLM and NSP accuracy")
     max_eval_examples: int = setting(512, "held-out examples evaluated")
+    nsp: bool = setting(True, "train next sentence prediction beside the MLM; --no-nsp: MLM only, as RoBERTa "
+                              "(the examples are still sentence pairs, only the NSP label and loss go)")
     # model
     init_from: Optional[str] = setting(None, "a previous run's folder to start from (phase 2 at "
                                              "--max-seq-length 512); its vocab.txt is reused")
@@ -102,7 +106,10 @@ class PretrainConfig(TrainConfig):
             raise ValueError(f"masking must be 'static' or 'dynamic', got {self.masking!r}")
         if not 0 < self.eval_documents < 0.5:
             raise ValueError(f"eval_documents is a fraction of the documents in (0, 0.5), got {self.eval_documents}")
-        BertConfig.preset(self.preset)  # unknown presets fail here, before any work
+        positions = BertConfig.preset(self.preset).max_position_embeddings  # unknown presets fail here too
+        if self.max_seq_length > positions:
+            raise ValueError(f"max_seq_length {self.max_seq_length} is above the {self.preset} model's {positions} "
+                             f"positions: use --max-seq-length {positions} or less")
 
 
 def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
@@ -235,15 +242,43 @@ def split_documents(documents: list, fraction: float, seed: int) -> tuple[list, 
 
 
 def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
-    """Run one pretraining job as `cfg` says (see the module docstring for the folder)."""
+    """Run one pretraining job as `cfg` says (see the module docstring for the folder).
+
+    The run holds out/.lock throughout (one run per folder, bertedu.jobs.run_lock). A
+    user's mistake (an --out holding a run, a missing --vocab or --init-from, ...) raises
+    a bertedu.errors.UserError before any work.
+    """
+    with run_lock(cfg.out):
+        return _pretrain(cfg, resume)
+
+
+def _check_inputs(cfg: PretrainConfig, out: Path, resume: bool) -> None:
+    """The user's mistakes that can be caught before any work, as UserErrors."""
+    from .tokenizer import load_vocab
+
+    if not resume and latest_checkpoint(out) is not None:
+        raise OutputFolderError(f"{out} already holds a run ({latest_checkpoint(out).name}): pass --resume to "
+                                "continue it, or choose another --out")
+    if cfg.vocab and cfg.vocab != "minilm" and not (out / VOCAB_NAME).exists():
+        with as_user_error(f"--vocab {cfg.vocab}", ValueError, FileNotFoundError):
+            load_vocab(cfg.vocab)  # exists, holds [PAD] [UNK] [CLS] [SEP] [MASK], no repeated token
+    if cfg.init_from and not resume:
+        if latest_checkpoint(cfg.init_from) is None:
+            raise MissingFileError(f"--init-from {cfg.init_from}: no checkpoint-<step> folder in it; pass a "
+                                   "`bertedu pretrain --out` folder that wrote at least one checkpoint")
+        if not (Path(cfg.init_from) / VOCAB_NAME).is_file():
+            raise MissingFileError(f"--init-from {cfg.init_from}: no {VOCAB_NAME} in it")
+
+
+def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
     from .data import build_pretraining_dataset, collate_pretraining
     from .data.corpora import load_corpus
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    if not resume and latest_checkpoint(out) is not None:
-        raise FileExistsError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
-    corpus = load_corpus(cfg.corpus)
+    _check_inputs(cfg, out, resume)
+    with as_user_error("--corpus", ValueError):  # an unknown name or a path that is not there
+        corpus = load_corpus(cfg.corpus)
     tokenizer = load_vocab_tokenizer(prepare_vocab(cfg, corpus, out), impl="fast")
     (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
 
@@ -268,9 +303,14 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     pad = tokenizer.pad_token_id
 
     def collate(examples, generator):  # masks come from the data set, fixed by (seed, epoch, index)
-        return collate_pretraining(examples, pad_token_id=pad)
+        batch = collate_pretraining(examples, pad_token_id=pad)
+        if not cfg.nsp:
+            del batch["next_sentence_label"]  # no label, no NSP loss: the MLM alone
+        return batch
 
-    train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision), out=str(out))
+    train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision), out=str(out),
+                                 # without NSP its head gets no gradient, which DDP must be told
+                                 ddp_find_unused_parameters=cfg.ddp_find_unused_parameters or not cfg.nsp)
     result = train(model, dataset, collate, train_cfg, eval_dataset=eval_dataset, resume=resume)
     if result.records:
         plot_metrics(result.records, out / "metrics.png")
@@ -279,14 +319,14 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
 
 def _model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
     if cfg.max_seq_length > 512:
-        raise ValueError(f"max_seq_length {cfg.max_seq_length} is above BERT's 512 positions")
+        raise SettingError(f"max_seq_length {cfg.max_seq_length} is above BERT's 512 positions")
     return BertConfig.preset(cfg.preset, vocab_size=vocab_size, attn_implementation=cfg.attn_implementation)
 
 
 def _load_weights(model: torch.nn.Module, run_dir: Path) -> None:
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
-        raise FileNotFoundError(f"--init-from {run_dir}: no checkpoint-<step> folder in it")
+        raise MissingFileError(f"--init-from {run_dir}: no checkpoint-<step> folder in it")
     load_weights(checkpoint, model)
 
 
@@ -295,7 +335,7 @@ def load_pretrained(run_dir: str | Path, impl: str = "fast"):
     run_dir = Path(run_dir)
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
-        raise FileNotFoundError(f"{run_dir} has no checkpoint-<step> folder: is it a `bertedu pretrain --out` folder?")
+        raise MissingFileError(f"{run_dir} has no checkpoint-<step> folder: is it a `bertedu pretrain --out` folder?")
     model = load_weights(checkpoint, BertForPreTraining(BertConfig(**read_config(checkpoint))))
     tokenizer = load_vocab_tokenizer(run_dir / VOCAB_NAME, impl=impl)
     return model.eval(), tokenizer
@@ -308,7 +348,7 @@ def fill_mask(model: BertForPreTraining, tokenizer, text: str, top_k: int = 5) -
     ids = torch.tensor([enc.input_ids])
     positions = (ids[0] == tokenizer.mask_token_id).nonzero().flatten()
     if len(positions) == 0:
-        raise ValueError(f"no [MASK] in {text!r}: write [MASK] where the model should fill in a word")
+        raise SettingError(f"no [MASK] in {text!r}: write [MASK] where the model should fill in a word")
     with eval_mode(model):
         logits = model(ids, torch.tensor([enc.token_type_ids])).mlm_logits[0, positions]  # (M, V)
     probs = logits.softmax(-1)

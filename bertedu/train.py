@@ -52,7 +52,9 @@ from .batches import (
     to_device,
 )
 from .checkpoint import (
+    DamagedCheckpointError,
     latest_checkpoint,
+    list_checkpoints,
     load_checkpoint,
     rng_state,
     save_checkpoint,
@@ -60,6 +62,8 @@ from .checkpoint import (
 )
 from .constants import IGNORE_INDEX
 from .distributed import DistContext, setup_distributed, wrap_model
+from .errors import OutputFolderError
+from .jobs import StopSignals, TrainingInterrupted, run_lock, stop_signals
 from .progress import ProgressBar
 from .utils import PRECISIONS, eval_mode, seed_everything, setting
 from .utils import autocast as mixed_precision
@@ -103,7 +107,8 @@ class TrainConfig:
     seed: int = setting(0, "seed of every random draw: initialisation, dropout, data order, masks")
     # hardware
     device: Optional[str] = setting(None, "cpu, cuda or cuda:N; None: this process's GPU when there is one")
-    precision: str = setting("fp32", "fp32, bf16 (autocast; CUDA only) or auto (bf16 on CUDA, else fp32)")
+    precision: str = setting("fp32", "fp32, bf16 (autocast: matmuls in bf16, on CUDA or the CPU) or auto (bf16 on "
+                                               "CUDA, else fp32)")
     compile: bool = setting(False, "torch.compile the model (falls back to eager if compilation fails)")
     fused_adamw: Optional[bool] = setting(None, "one fused AdamW kernel; None: fused on CUDA only")
     ddp_find_unused_parameters: bool = setting(False, "under torchrun, for models whose loss skips some weights")
@@ -350,11 +355,20 @@ def train(
 ) -> TrainResult:
     """Train `model` on `dataset` as `config` says; see the module docstring for the contract.
 
-    resume: continue from the latest checkpoint in config.out (start fresh if none).
+    resume: continue from the latest checkpoint in config.out (start fresh if none); a
+        damaged newest checkpoint is skipped, with a warning, for the newest intact one.
     stop_at_step: stop (and checkpoint) after this step although the budget runs on, to
         split one run over several sessions; the schedule is the full run's.
-    Raises TrainingDivergedError on a NaN / infinite loss, before any update or checkpoint.
+    Raises TrainingDivergedError on a NaN / infinite loss, before any update or checkpoint;
+    TrainingInterrupted on SIGINT / SIGTERM, after finishing the step and checkpointing it;
+    OutputFolderError when another live process holds config.out (bertedu.jobs.run_lock).
     """
+    with run_lock(config.out) if config.out else contextlib.nullcontext(), stop_signals() as stop:
+        return _train(model, dataset, collate, config, eval_dataset, resume, stop_at_step, stop)
+
+
+def _train(model, dataset, collate: Collate, config: TrainConfig, eval_dataset, resume: bool,
+           stop_at_step: Optional[int], stop: StopSignals) -> TrainResult:
     cfg = config
     ctx = setup_distributed(cfg.device)
     model.to(ctx.device)
@@ -396,6 +410,7 @@ def train(
             state.elapsed_s = elapsed
             state.epoch, state.batch_in_epoch = divmod(epoch * steps_per_epoch + batch_in_epoch + 1, steps_per_epoch)
             last = bool(_stop_reason(cfg, max_steps, state, stop_at_step))
+            signum = 0 if last else stop.requested(ctx)  # SIGINT / SIGTERM: stop after this step
             bar.update(state, loss)
 
             # 6. log, evaluate, checkpoint (process 0 writes; all take part)
@@ -413,8 +428,10 @@ def train(
                 last_eval = evaluate(model, eval_dataset, collate, cfg.eval_batch_size or cfg.batch_size,
                                      cfg.seed, device=ctx.device, precision=cfg.precision)
                 records.append(_log(cfg, ctx, {"step": state.step, **{f"eval_{k}": v for k, v in last_eval.items()}}))
-            if cfg.out and ((cfg.save_every and state.step % cfg.save_every == 0) or last):
+            if cfg.out and ((cfg.save_every and state.step % cfg.save_every == 0) or last or signum):
                 checkpoint = _save(model, optimizer, cfg, ctx, state, len(dataset))
+            if signum:
+                raise TrainingInterrupted(signum, state.step, checkpoint if cfg.out else None)
     return TrainResult(step=state.step, loss=loss, tokens_seen=state.tokens_seen, elapsed_s=state.elapsed_s,
                        checkpoint=checkpoint, records=records, eval=last_eval, stopped_by=stopped_by)
 
@@ -476,7 +493,7 @@ def _start_or_resume(model, optimizer, cfg: TrainConfig, ctx: DistContext, num_e
     if resume and out_dir is None:
         raise ValueError("resume=True needs config.out, the directory holding the checkpoints")
     if latest is not None and not resume:
-        raise FileExistsError(
+        raise OutputFolderError(
             f"{out_dir} already holds {latest.name}: pass resume=True to continue that run, "
             "or choose another out folder (or delete this one) to start afresh."
         )
@@ -489,7 +506,8 @@ def _start_or_resume(model, optimizer, cfg: TrainConfig, ctx: DistContext, num_e
             (out_dir / METRICS_NAME).write_text("")
         return TrainState(), None, []
 
-    saved = load_checkpoint(latest, model, optimizer)
+    saved = _load_newest_intact(out_dir, model, optimizer)
+    latest = Path(saved["path"])
     global_batch = cfg.batch_size * ctx.world_size * cfg.grad_accum_steps
     if saved["global_batch"] != global_batch or saved["num_examples"] != num_examples:
         raise ValueError(
@@ -511,6 +529,23 @@ def _start_or_resume(model, optimizer, cfg: TrainConfig, ctx: DistContext, num_e
         metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
     log.info("resumed from %s at step %d", latest, state.step)
     return state, str(latest), records
+
+
+def _load_newest_intact(out_dir: Path, model, optimizer) -> dict:
+    """Load the newest checkpoint in out_dir that matches its manifest; a damaged one (a
+    full disk, a copy cut short) is skipped with a warning. Raises if none is intact."""
+    damaged = []
+    for path in reversed(list_checkpoints(out_dir)):
+        try:
+            saved = load_checkpoint(path, model, optimizer)  # verifies before loading anything
+        except DamagedCheckpointError as err:
+            warnings.warn(f"{err}; resuming from an older checkpoint instead")
+            damaged.append(str(err))
+            continue
+        if damaged:
+            log.warning("resuming from %s: the newer checkpoint(s) are damaged", path)
+        return saved
+    raise DamagedCheckpointError(f"no intact checkpoint in {out_dir}: " + "; ".join(damaged))
 
 
 def _save(model, optimizer, cfg: TrainConfig, ctx: DistContext, state: TrainState, num_examples: int) -> str:

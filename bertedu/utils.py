@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import os
 import random
-import warnings
 from typing import Any, Iterator
 
 import torch
@@ -78,11 +77,13 @@ def resolve_precision(precision: str, device: torch.device | str | None = None) 
 
 
 def autocast(precision: str, device: torch.device):
-    """The mixed-precision context for `precision` on `device`: bf16 autocast on CUDA
-    (matmuls in bf16, reductions and the loss in fp32), nothing for fp32."""
+    """The mixed-precision context for `precision` on `device`: bf16 autocast (matmuls in
+    bf16, reductions and the losses in fp32) on CUDA and on the CPU, nothing for fp32.
+
+    CPUs with bf16 instructions (e.g. avx512_bf16, AMX) run bf16 matmuls about twice as
+    fast as fp32 ones; on others PyTorch emulates them, which can be slower.
+    """
     precision = resolve_precision(precision, device)
-    if precision == "bf16" and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
     if precision == "bf16":
-        warnings.warn(f"precision='bf16' uses autocast on CUDA only; on {device.type} this run stays fp32.")
+        return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()

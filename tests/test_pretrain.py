@@ -149,3 +149,18 @@ def test_under_torchrun_only_process_zero_builds_the_vocabulary(tmp_path, monkey
     writer.start()
     assert prepare_vocab(cfg, corpus=None, out=tmp_path) == tmp_path / "vocab.txt"  # corpus never read
     writer.join()
+
+
+def test_without_nsp_only_the_masked_lm_trains(tmp_path):
+    out = tmp_path / "mlm-only"
+    assert main(["pretrain", "--preset", "tiny", "--steps", "3", "--batch-size", "4", "--out", str(out), "--no-nsp",
+                 "--precision", "bf16", "--save-every", "1", "--keep-checkpoints", "3", *SMALL,
+                 "--max-eval-examples", "8"]) == 0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all(r.get("nsp_loss") is None and r["loss"] == r["mlm_loss"] for r in records if "loss" in r)
+    final = [r for r in records if "eval_loss" in r][-1]
+    assert "eval_nsp_accuracy" not in final and final["eval_mlm_accuracy"] >= 0.0
+    first, last = (load_file(str(out / f"checkpoint-{s}" / "model.safetensors")) for s in (1, 3))
+    assert torch.equal(first["nsp.classifier.weight"], last["nsp.classifier.weight"])  # no gradient reached it
+    assert not torch.equal(first["mlm.dense.weight"], last["mlm.dense.weight"])
+    assert json.loads((out / "run.json").read_text())["nsp"] is False
