@@ -48,8 +48,8 @@ SCRIPTS = {
     "jquery": ("xstatic.pkg.jquery", "data/jquery.slim.min.js", "jQuery v3.", "XStatic-jQuery"),
 }
 NOTE = (
-    "This interactive bertviz {kind} view draws when you run this cell (a live kernel; "
-    "nothing is downloaded). Until then, the static picture beside it shows the same attention."
+    "This interactive bertviz {kind} view draws when you run this cell (it needs a running kernel; "
+    "nothing is downloaded). Until then, the static picture next to it shows the same attention data."
 )
 _STATE = "window.__berteduBertviz = window.__berteduBertviz || {libs: null, waiting: []}"
 _ids = itertools.count()

@@ -108,7 +108,8 @@ def lab(tmp_path_factory):
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={served}", "--ServerApp.port_retries=0",
          "--allow-root",  # CI runs as root
          "--LabApp.extension_manager=readonly",  # no package index queries
-         "--LabApp.expose_app_in_browser=True"],  # window.jupyterapp: run the menu's commands
+         # window.jupyterapp, in JupyterLab and in Notebook 7: run the menus' commands
+         "--LabApp.expose_app_in_browser=True", "--JupyterNotebookApp.expose_app_in_browser=True"],
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=served,
     )
     base = f"http://127.0.0.1:{port}"
@@ -175,9 +176,11 @@ def _wait(driver, condition, timeout: float, what: str, screenshot: Path):
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (screenshot: {screenshot})")
 
 
-def _open(driver, lab, name: str):
+def _open(driver, lab, name: str, ui: str = "lab"):
+    """Open a notebook in JupyterLab ("lab") or in Notebook 7 ("notebook"); wait for its kernel."""
     base, token, tmp = lab
-    driver.get(f"{base}/lab/tree/{name}?token={token}")
+    path = {"lab": "lab/tree", "notebook": "notebooks"}[ui]
+    driver.get(f"{base}/{path}/{name}?token={token}")
     js = """
         const panel = window.jupyterapp?.shell.currentWidget;
         const kernel = panel?.sessionContext?.session?.kernel;
@@ -191,8 +194,9 @@ def _run_all(driver, lab, name: str):
     """What Run > Run All Cells does, then wait until every code cell has run."""
     driver.execute_script("return window.jupyterapp.commands.execute('notebook:run-all-cells')")
     js = """
-        const prompts = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];
-        const idle = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle';
+        const panel = window.jupyterapp.shell.currentWidget;
+        const prompts = [...panel.node.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+        const idle = panel.sessionContext.session?.kernel?.status === 'idle';
         return idle && prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
     """
     _wait(driver, lambda: driver.execute_script(js), 120, f"every cell of {name} to run", lab[2] / f"{name}-run.png")
@@ -214,11 +218,14 @@ def test_a_stored_notebook_opens_unmodified_and_says_what_to_run(lab, browser):
     assert dirty == 0, "opening notebook 04 marked it modified (kernelspec or other metadata rewritten)"
     text = _page_text(browser)
     assert "draws when you run this cell" in text  # the stored view is untrusted: the note stands in
+    browser.execute_script("document.querySelector('.bertedu-bertviz-note').scrollIntoView({block: 'start'})")
+    browser.save_screenshot(str(lab[2] / "stored_04_bertviz.png"))
     assert "Javascript Error" not in text
 
 
-def test_bertviz_head_and_model_views_draw_offline(lab, browser):
-    _open(browser, lab, "bertviz_live.ipynb")
+@pytest.mark.parametrize("ui", ["lab", "notebook"])
+def test_bertviz_head_and_model_views_draw_offline(lab, browser, ui):
+    _open(browser, lab, "bertviz_live.ipynb", ui)
     browser.get_log("browser")  # start the console record here
     _run_all(browser, lab, "bertviz_live.ipynb")
     count_lines = """
@@ -232,9 +239,9 @@ def test_bertviz_head_and_model_views_draw_offline(lab, browser):
                   30, "bertviz to draw attention lines", lab[2] / "bertviz-lines.png")
     views = browser.execute_script(count_lines)
     browser.execute_script("document.querySelector('[id^=\"bertviz-\"]').scrollIntoView()")
-    browser.save_screenshot(str(lab[2] / "bertviz_head_view.png"))
+    browser.save_screenshot(str(lab[2] / f"bertviz_head_view_{ui}.png"))
     browser.execute_script("document.querySelectorAll('[id^=\"bertviz-\"]')[1]?.scrollIntoView()")
-    browser.save_screenshot(str(lab[2] / "bertviz_model_view.png"))
+    browser.save_screenshot(str(lab[2] / f"bertviz_model_view_{ui}.png"))
     assert len(views) == 2, f"expected a head view and a model view, found {views}"
     for kind, view in zip(("head", "model"), views):
         assert view["lines"] > 100 and view["visible"] > 0, f"{kind} view drew no attention lines: {view}"
