@@ -25,7 +25,9 @@ notebook keeps only the view. A notebook opened later is untrusted until its cel
 so no stored script runs anyway: the view shows a note saying to run the cell, and the
 lesson keeps a static picture beside it (``head_view_figure``, or ``viz.attention_grid``
 for the model view). Tested in a real browser by tests/test_browser.py (JupyterLab 4 and
-headless Chromium). Introduced in notebook 04.
+Notebook 7 in headless Chromium). A frontend that renders an output only after later
+messages have replaced it would miss the libraries; ``standalone_html`` writes a page that
+draws anywhere. Introduced in notebook 04.
 """
 
 from __future__ import annotations
