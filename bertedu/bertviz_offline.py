@@ -33,6 +33,7 @@ draws anywhere. Introduced in notebook 04.
 from __future__ import annotations
 
 import hashlib
+import html as html_lib
 import importlib.util
 import itertools
 import json
@@ -142,7 +143,7 @@ def view_html(
     digest = hashlib.sha1(script.replace(old_id, "").encode()).hexdigest()[:12]
     new_id = f"bertviz-{digest}-{next(_ids)}"
     markup, script = markup.replace(old_id, new_id), script.replace(old_id, new_id)
-    text = (note if note is not None else NOTE).format(kind=kind)
+    text = html_lib.escape((note if note is not None else NOTE).format(kind=kind))
     placeholder = f"<div id='vis'><p class='bertedu-bertviz-note' style='font-style:italic'>{text}</p></div>"
     if "<div id='vis'></div>" not in markup:
         raise RuntimeError("unexpected bertviz HTML: no <div id='vis'>")
