@@ -323,6 +323,7 @@ def export(run: str | os.PathLike, to: str | os.PathLike, command: str) -> Path:
     to.mkdir(parents=True, exist_ok=True)
     state = {k: v.half().contiguous() for k, v in load_file(str(run / "trainable.safetensors")).items()}
     save_file(state, str(to / "model.safetensors"), metadata={"format": "pt"})
+    os.chmod(to / "model.safetensors", 0o644)  # readable by whoever installs the package
     config = json.loads((run / "config.json").read_text())
     (to / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     manifest = {
@@ -351,6 +352,37 @@ def export(run: str | os.PathLike, to: str | os.PathLike, command: str) -> Path:
     return to
 
 
+def plot_curves(runs: dict[str, str | os.PathLike], path: str | os.PathLike) -> Path:
+    """Training and held-out MLM loss and accuracy against steps, one colour per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    for i, (label, run) in enumerate(runs.items()):
+        records = [json.loads(line) for line in (Path(run) / "metrics.jsonl").read_text().splitlines() if line]
+        steps = [r["step"] for r in records]
+        color = f"C{i}"
+        trained = [r for r in records if r["step"] > 0]  # step 0 has no training figures
+        ax_loss.plot([r["step"] for r in trained], [r["train_loss"] for r in trained], "--", color=color,
+                     label=f"{label}: training")
+        ax_loss.plot(steps, [r["heldout_loss"] for r in records], "-o", ms=3, color=color, label=f"{label}: held-out")
+        ax_acc.plot([r["step"] for r in trained], [r["train_accuracy"] for r in trained], "--", color=color)
+        ax_acc.plot(steps, [r["heldout_accuracy"] for r in records], "-o", ms=3, color=color)
+    ax_loss.set(xlabel="step", ylabel="MLM loss (masked positions)", title="loss")
+    ax_acc.set(xlabel="step", ylabel="masked-token accuracy", title="accuracy (dashed: training)")
+    ax_acc.axhline(0.45, color="grey", lw=0.8, ls=":")
+    ax_loss.legend(fontsize=7)
+    fig.suptitle("all-MiniLM-L6-v2 + MLM head, continued pretraining (held-out: wiki-en documents)")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 # ----------------------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------------------
@@ -373,6 +405,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--run", required=True)
     e.add_argument("--to", required=True)
     e.add_argument("--recipe", required=True, help="the exact training command, recorded in COMMAND.md")
+    c = sub.add_parser("plot", help="loss and accuracy curves of runs into a PNG")
+    c.add_argument("--runs", nargs="+", required=True, help="LABEL=RUN_FOLDER ...")
+    c.add_argument("--png", default="figures/minilm_mlm_curves.png")
     v = sub.add_parser("evaluate", help="held-out masked-token accuracy of a shipped model")
     v.add_argument("--name", default="minilm-mlm")
     v.add_argument("--seed", type=int, default=0)
@@ -387,6 +422,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         train(AdaptConfig(**values))
     elif args.command == "export":
         print(export(args.run, args.to, args.recipe))
+    elif args.command == "plot":
+        print(plot_curves(dict(item.split("=", 1) for item in args.runs), args.png))
     else:
         from .pretrained import load_masked_lm
 
