@@ -8,6 +8,13 @@ directory `out_dir/checkpoint-<step>/` holding
     training_state.pt    optimiser state, step, data position, tokens seen, RNG states
                          (only tensors, numbers, strings, lists and dicts, so it loads with
                          torch.load(weights_only=True): nothing in it can run code)
+    manifest.json        every other file's size and sha256, written last
+
+Verified: loading checks every file against the manifest, so a truncated or corrupted
+file (a full disk, a copy cut short, a bad sector) is an error that names the file
+(`DamagedCheckpointError`) instead of weights silently wrong; resuming then falls back
+to the newest intact checkpoint. A checkpoint from before manifests (no manifest.json)
+still loads, with a warning that it could not be verified.
 
 Atomic: everything is written into a hidden temporary directory first and only then
 renamed to `checkpoint-<step>` (a rename is all-or-nothing on one file system), so a
@@ -22,23 +29,29 @@ atomically and check the saved config against the model on load.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import random
 import re
 import shutil
+import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, Iterator, Optional
 
 import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from .errors import UserError
+
 WEIGHTS_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
 STATE_NAME = "training_state.pt"
+MANIFEST_NAME = "manifest.json"
 CHECKPOINT_FILES = (WEIGHTS_NAME, CONFIG_NAME, STATE_NAME)
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 _TMP_PREFIX = ".tmp-checkpoint-"
@@ -47,8 +60,12 @@ _TMP_PREFIX = ".tmp-checkpoint-"
 _CONFIG_FIELDS_NOT_COMPARED = ("attn_implementation",)
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A checkpoint is missing, incomplete or does not fit the model."""
+
+
+class DamagedCheckpointError(CheckpointError):
+    """A file of a checkpoint does not match its manifest (truncated or corrupted)."""
 
 
 # ---- RNG states as plain tensors (so weights_only loading accepts them) -----------------
@@ -129,6 +146,7 @@ def save_checkpoint(
     def write(tmp: Path) -> None:
         _write_weights(tmp, model, extra_json, metadata={"step": str(step)})
         torch.save(training_state, tmp / STATE_NAME)
+        write_manifest(tmp)  # last: it vouches for everything above
 
     _write_folder_atomically(final, write)
     # Only once the new checkpoint is complete are older ones removed.
@@ -180,6 +198,23 @@ def _write_folder_atomically(final: Path, write) -> None:
         raise
 
 
+@contextlib.contextmanager
+def open_atomic(path: str | os.PathLike, encoding: str = "utf-8") -> Iterator[IO[str]]:
+    """Write a text file atomically: the body writes to a hidden temporary sibling, which
+    replaces `path` only once complete, so a reader (or a crash) never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding=encoding) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def _write_json(path: Path, content: dict) -> None:
     path.write_text(json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n",
                     encoding="utf-8")
@@ -199,6 +234,53 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(folder: str | os.PathLike) -> Path:
+    """folder/manifest.json: {"files": {name: {"size", "sha256"}}} for every file in it."""
+    folder = Path(folder)
+    files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+             for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST_NAME}
+    _write_json(folder / MANIFEST_NAME, {"files": files})
+    return folder / MANIFEST_NAME
+
+
+def verify_folder(folder: str | os.PathLike, *, warn_unverified: bool = True) -> bool:
+    """Check a folder's files against its manifest.json; True if verified, False (and a
+    warning, with `warn_unverified`) if it has no manifest. Raises DamagedCheckpointError
+    naming the first file that is missing, of the wrong size or with the wrong sha256."""
+    folder = Path(folder)
+    manifest_path = folder / MANIFEST_NAME
+    if not manifest_path.is_file():
+        if warn_unverified:
+            warnings.warn(f"{folder} has no {MANIFEST_NAME} (written before bertedu checked checkpoints): "
+                          "loading it unverified", stacklevel=3)
+        return False
+    try:
+        files = json.loads(manifest_path.read_text(encoding="utf-8"))["files"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise DamagedCheckpointError(f"{manifest_path} is damaged ({err}): the checkpoint cannot be verified; "
+                                     "use an earlier checkpoint") from None
+    for name, expected in files.items():
+        path = folder / name
+        if not path.is_file():
+            raise DamagedCheckpointError(f"{path} is missing (the manifest lists it): use an earlier checkpoint")
+        size = path.stat().st_size
+        if size != expected["size"]:
+            raise DamagedCheckpointError(f"{path} is damaged: {size:,} bytes, the manifest says "
+                                         f"{expected['size']:,} (truncated?); use an earlier checkpoint")
+        if _sha256(path) != expected["sha256"]:
+            raise DamagedCheckpointError(f"{path} is damaged: its sha256 differs from the manifest's "
+                                         "(corrupted bytes); use an earlier checkpoint")
+    return True
+
+
 def _remove_stale_temporaries(out_dir: Path) -> None:
     """Temporary directories left by a crash while saving: never a valid checkpoint."""
     for p in out_dir.glob(f"{_TMP_PREFIX}*"):
@@ -215,7 +297,8 @@ def load_checkpoint(
 
     path: a `checkpoint-<step>` directory, or an output directory (its latest checkpoint).
     model: the bare module, built with the same config as the checkpoint's.
-    Raises CheckpointError when the checkpoint is missing, incomplete or does not match.
+    Raises CheckpointError when the checkpoint is missing or does not match, and its
+    subclass DamagedCheckpointError when a file is missing or differs from the manifest.
     """
     path = Path(path)
     if not path.exists():
@@ -227,11 +310,12 @@ def load_checkpoint(
         path = latest
     missing = [name for name in CHECKPOINT_FILES if not (path / name).is_file()]
     if missing:
-        raise CheckpointError(
+        raise DamagedCheckpointError(
             f"checkpoint {path} is incomplete (missing {', '.join(missing)}): it was not written by "
             "bertedu.checkpoint.save_checkpoint or was damaged; load an earlier checkpoint."
         )
-    load_weights(path, model)
+    verify_folder(path)
+    _load_verified_weights(path, model)
     state = torch.load(path / STATE_NAME, map_location="cpu", weights_only=True)
     if optimizer is not None:
         try:
@@ -255,7 +339,13 @@ def read_config(folder: str | os.PathLike) -> dict[str, Any]:
 
 def load_weights(folder: str | os.PathLike, model: nn.Module) -> nn.Module:
     """Load `folder/model.safetensors` into `model` after checking `folder/config.json`
-    against the model's config; a training checkpoint folder works too. Returns the model."""
+    against the model's config; a training checkpoint folder works too (its manifest, where
+    there is one, is checked first). Returns the model."""
+    verify_folder(folder, warn_unverified=False)  # a weights folder may have none
+    return _load_verified_weights(folder, model)
+
+
+def _load_verified_weights(folder: str | os.PathLike, model: nn.Module) -> nn.Module:
     folder = Path(folder)
     if not (folder / WEIGHTS_NAME).is_file():
         raise CheckpointError(f"{folder / WEIGHTS_NAME} is missing: {folder} holds no bertedu weights.")

@@ -6,6 +6,12 @@ line and the Python API cannot drift apart.
     bertedu pretrain --preset mini --corpus wiki-en --steps 2000 --out runs/mini-en
     bertedu fill-mask runs/mini-en "the capital of france is [MASK] ."
     bertedu finetune --task sentiment-zh --init runs/mini-zh --out runs/ft-sentiment
+
+A user's mistake (a bad value, a missing file, an --out that holds a run: a
+bertedu.errors.UserError) is printed as one line, `bertedu <command>: error: ...`, with
+exit status 2, as argparse does for a bad flag; anything else is a bug and keeps its
+traceback. SIGINT / SIGTERM during training stop after the current step with a checkpoint,
+print the command that resumes, and exit with 130 / 143.
 """
 
 from __future__ import annotations
@@ -14,12 +20,14 @@ import argparse
 import dataclasses
 import json
 import re
+import shlex
 import sys
 import textwrap
 import typing
 from typing import Optional, Sequence
 
 from .config import PRESETS
+from .errors import UserError, one_line
 
 
 def parse_duration(text: str) -> float:
@@ -100,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "Tasks: " + ", ".join(TASKS) + ", or a PATH.",
     )
     _add_dataclass_flags(ft, FinetuneConfig)
+    ft.add_argument("--resume", action="store_true", help="continue the interrupted run in --out from its latest "
+                                                           "checkpoint (the dev evaluations so far are kept)")
 
     f = sub.add_parser("fill-mask", help="top predictions for each [MASK] in a text, from a pretraining run")
     f.add_argument("run", help="a `bertedu pretrain --out` folder")
@@ -116,13 +126,43 @@ def _config_from_args(cls, args: argparse.Namespace):
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(args).items() if k in names}
     try:
         return cls(**values)
-    except ValueError as err:
-        print(f"bertedu {args.command}: {err}", file=sys.stderr)
+    except ValueError as err:  # __post_init__'s checks: every one is about a flag's value
+        _error(args.command, err)
         return None
 
 
+def _error(command: str, err: BaseException) -> None:
+    print(f"bertedu {command}: error: {one_line(err)}", file=sys.stderr)
+
+
+def _resume_command(command: str, argv: Sequence[str]) -> str:
+    """The command line that continues an interrupted run: the same flags plus --resume."""
+    args = [a for a in argv if a != "--resume"]
+    return shlex.join(["bertedu", *args, "--resume"])
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from .jobs import TrainingInterrupted
+
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except UserError as err:
+        _error(args.command, err)
+        return 2
+    except TrainingInterrupted as stop:
+        print(f"bertedu {args.command}: {stop}", file=sys.stderr)
+        if stop.checkpoint:
+            print(f"resume with: {_resume_command(args.command, argv)}", file=sys.stderr)
+        return stop.exit_status
+    except KeyboardInterrupt:  # before training started (building a vocabulary, the data): nothing to keep
+        print(f"bertedu {args.command}: interrupted; nothing was saved after the last checkpoint",
+              file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "pretrain":
         from .pretrain import PretrainConfig, pretrain
 
@@ -141,7 +181,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cfg = _config_from_args(FinetuneConfig, args)
         if cfg is None:
             return 2
-        results = finetune(cfg)
+        results = finetune(cfg, resume=args.resume)
         print(f"{results['task']} from {results['init']}: best dev at step {results['best_step']} of "
               f"{results['steps']}{' (stopped early)' if results['stopped_early'] else ''}; results in {cfg.out}")
         print(results_table(results))

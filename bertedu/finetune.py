@@ -27,9 +27,16 @@ Everything lands in one folder `out`:
     vocab.txt                        the vocabulary the model reads
     checkpoint-<step>/               the last training checkpoint (train())
     metrics.jsonl, metrics.png       training loss and the dev evaluations (eval_*)
+    best/                            while training: the best weights so far (for --resume)
     model/                           the best weights: model.safetensors, config.json, task.json
     predictions_dev.jsonl, predictions_test.jsonl   {"id", "prediction", "gold"} per example
-    results.json                     settings, dev and test metrics, the evaluations
+    results.json                     settings, dev and test metrics, the evaluations (written
+                                     last: a folder with it holds a finished run)
+
+Every file is written atomically (a temporary file renamed into place). A folder that
+holds a finished run is not written into again unless `overwrite`; an interrupted run
+(SIGINT / SIGTERM: a checkpoint, no results.json) continues with `resume=True`
+(`--resume`), bit for bit as if never stopped.
 """
 
 from __future__ import annotations
@@ -44,9 +51,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .checkpoint import latest_checkpoint, load_weights, read_config, save_weights
+from .checkpoint import latest_checkpoint, list_checkpoints, load_weights, open_atomic, read_config, save_weights
 from .config import PRESETS, BertConfig
 from .constants import VOCAB_NAME
+from .errors import MissingFileError, OutputFolderError, SettingError, as_user_error
+from .jobs import TrainingInterrupted, run_lock, stop_signals
 from .taskio import QAIO, ClassificationIO, TaggingIO, TaskIO, predict, task_io  # noqa: F401 (re-exported)
 from .tasks import (
     BertForQuestionAnswering,
@@ -60,6 +69,7 @@ from .utils import resolve_precision, seed_everything, setting
 
 log = logging.getLogger(__name__)
 MODEL_DIR = "model"
+BEST_DIR = "best"
 TASK_INFO_NAME = "task.json"
 RESULTS_NAME = "results.json"
 INITS = ("minilm", "random")  # or a `bertedu pretrain --out` folder
@@ -120,6 +130,8 @@ class FinetuneConfig(TrainConfig):
                                                  "before its linear decay to 0")
     eval_every: int = setting(0, "score the dev set every N steps (0: once per epoch); the best weights are kept")
     precision: str = setting("auto", "auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16")
+    overwrite: bool = setting(False, "replace the run in --out (finished or not): its checkpoints, model/, "
+                                     "metrics, predictions and results are deleted first")
 
     def __post_init__(self) -> None:
         from .data.task_data import TASKS
@@ -171,10 +183,10 @@ def _check_init(cfg: FinetuneConfig) -> None:
         return
     folder = Path(cfg.init)
     if latest_checkpoint(folder) is None:
-        raise FileNotFoundError(f"--init {folder}: no checkpoint-<step> folder in it. Pass a `bertedu pretrain "
-                                "--out` folder that finished at least one checkpoint, or minilm, or random.")
+        raise MissingFileError(f"--init {folder}: no checkpoint-<step> folder in it. Pass a `bertedu pretrain "
+                               "--out` folder that finished at least one checkpoint, or minilm, or random.")
     if not (folder / VOCAB_NAME).is_file():
-        raise FileNotFoundError(f"--init {folder}: no {VOCAB_NAME}; the model cannot read text without it")
+        raise MissingFileError(f"--init {folder}: no {VOCAB_NAME}; the model cannot read text without it")
 
 
 def _random_init_vocab(cfg: FinetuneConfig, task, out: Path) -> Path:
@@ -219,16 +231,19 @@ def build_model(cfg: FinetuneConfig, task, out: Path):
         encoder, _ = load_pretrained(cfg.init)
         encoder, vocab = encoder.bert, Path(cfg.init) / VOCAB_NAME
     if Path(vocab).resolve() != (out / VOCAB_NAME).resolve():
-        shutil.copyfile(vocab, out / VOCAB_NAME)
-    tokenizer = load_vocab_tokenizer(out / VOCAB_NAME, impl="fast")
+        with as_user_error(f"--vocab {vocab}", FileNotFoundError):
+            shutil.copyfile(vocab, out / VOCAB_NAME)
+    with as_user_error(f"the vocabulary {vocab}", ValueError):  # [MASK] missing, a token twice, empty
+        tokenizer = load_vocab_tokenizer(out / VOCAB_NAME, impl="fast")
 
     config = encoder.config if encoder is not None else BertConfig.preset(cfg.preset, vocab_size=len(tokenizer))
     if config.vocab_size != len(tokenizer):
-        raise ValueError(f"the encoder has {config.vocab_size} token embeddings but {vocab} has {len(tokenizer)} "
+        raise SettingError(f"the encoder has {config.vocab_size} token embeddings but {vocab} has {len(tokenizer)} "
                          "tokens: they must come from the same pretraining run")
     length = cfg.resolved_max_seq_length(task.kind)
     if length > config.max_position_embeddings:
-        raise ValueError(f"max_seq_length {length} is beyond the model's {config.max_position_embeddings} positions")
+        raise SettingError(f"max_seq_length {length} is beyond the model's {config.max_position_embeddings} "
+                           f"positions: use --max-seq-length {config.max_position_embeddings} or less")
 
     seed_everything(cfg.seed)  # the head's initialisation (and a random encoder's)
     head_kwargs = _head_kwargs(cfg, task)
@@ -280,14 +295,15 @@ def load_finetuned(out: str | os.PathLike):
 
 
 def _write_predictions(path: Path, examples, predictions, io: TaskIO, with_gold: bool) -> None:
-    with open(path, "w", encoding="utf-8") as f:
+    with open_atomic(path) as f:
         for i, (e, p) in enumerate(zip(examples, predictions)):
             row = {"id": e.id or str(i), "prediction": p, "gold": io.gold(e) if with_gold else None}
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def train_with_early_stopping(model, io: TaskIO, train_items: list, dev: list, dev_items: list, train_cfg,
-                              eval_every: int = 0, patience: Optional[int] = None, progress: bool = False):
+                              eval_every: int = 0, patience: Optional[int] = None, progress: bool = False,
+                              resume: bool = False):
     """Run `train()` in chunks of `eval_every` steps (0: one epoch), scoring `dev` after each.
 
     Each chunk ends with `stop_at_step` and a checkpoint in train_cfg.out; the next
@@ -297,29 +313,50 @@ def train_with_early_stopping(model, io: TaskIO, train_items: list, dev: list, d
     stopped_early): best = {"score", "step", "state" (a copy of the weights), "preds",
     "metrics"}; evaluations = [{"step", "loss", metric: value}] (also appended to
     metrics.jsonl as eval_* records). The model is left with the last weights.
+
+    The best weights so far are also written to out/best/, so that `resume` (after
+    SIGINT / SIGTERM: TrainingInterrupted, raised here too when a signal comes while dev
+    is scored) picks up the evaluations from metrics.jsonl and the best from out/best/.
     """
+    with stop_signals() as stop:
+        return _train_with_early_stopping(model, io, train_items, dev, dev_items, train_cfg, eval_every, patience,
+                                          progress, resume, stop)
+
+
+def _train_with_early_stopping(model, io, train_items, dev, dev_items, train_cfg, eval_every, patience, progress,
+                               resume, stop):
     from .train import append_metrics, train
 
     steps_per_epoch = len(train_items) // train_cfg.batch_size  # one process: dev scoring is not distributed
     every = eval_every or max(1, steps_per_epoch)
     evaluations, best, bad, step = [], None, 0, 0
+    if resume:
+        evaluations, best, bad = _restore_evaluations(model, io, dev, dev_items, train_cfg)
+        step = evaluations[-1]["step"] if evaluations else 0
+        if patience is not None and bad >= patience:
+            return best, evaluations, True  # it had stopped early; only the outputs were missing
     while True:
-        result = train(model, train_items, io.collate, train_cfg, resume=step > 0, stop_at_step=step + every)
+        result = train(model, train_items, io.collate, train_cfg, resume=resume or step > 0,
+                       stop_at_step=step + every)
+        if result.step == step and evaluations:  # resumed after the last evaluation: nothing left to train
+            return best, evaluations, False
         step = result.step
         dev_preds, dev_loss = predict(model, io, dev, train_cfg.batch_size, dev_items, train_cfg.precision)
         metrics = io.score(dev, dev_preds)
         evaluation = {"step": step, "loss": dev_loss,
                       **{k: v for k, v in metrics.items() if isinstance(v, (int, float))}}
         evaluations.append(evaluation)
-        append_metrics(train_cfg.out,
-                        {"step": step, **{f"eval_{k}": v for k, v in evaluation.items() if k != "step"}})
         score = metrics[io.main_metric]
         improved = best is None or score > best["score"]  # an equal score is no improvement
         if improved:  # a copy: training goes on changing the model's own tensors
             state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             best, bad = {"score": score, "step": step, "state": state, "preds": dev_preds, "metrics": metrics}, 0
+            if train_cfg.out:  # before the evaluation is logged: a resume trusts what the log says
+                save_weights(Path(train_cfg.out) / BEST_DIR, model, extra_json={"best.json": {"step": step}})
         else:
             bad += 1
+        append_metrics(train_cfg.out,
+                       {"step": step, **{f"eval_{k}": v for k, v in evaluation.items() if k != "step"}})
         if progress:
             print(f"step {step}: dev {io.main_metric} {score:.4f}"
                   + (" (best)" if improved else f" ({bad} without improvement)"), flush=True)
@@ -328,6 +365,41 @@ def train_with_early_stopping(model, io: TaskIO, train_items: list, dev: list, d
         if patience is not None and bad >= patience:
             log.info("early stop at step %d: no dev improvement in %d evaluations", step, bad)
             return best, evaluations, True
+        if stop.signum:  # came while dev was scored: the checkpoint of this step is written
+            raise TrainingInterrupted(stop.signum, step, result.checkpoint)
+
+
+def _restore_evaluations(model, io: TaskIO, dev: list, dev_items: list, train_cfg):
+    """(evaluations, best, evaluations without improvement) of an interrupted run, from
+    out/metrics.jsonl's eval_* records and the weights in out/best/ (the model's own weights
+    are put back as they were: train() loads the checkpoint's next)."""
+    from .train import read_metrics
+
+    out = Path(train_cfg.out)
+    records = read_metrics(out) if (out / "metrics.jsonl").exists() else []
+    checkpoints = list_checkpoints(out)
+    last_step = int(checkpoints[-1].name.split("-")[1]) if checkpoints else 0
+    evaluations = [{"step": r["step"], **{k[len("eval_"):]: v for k, v in r.items() if k.startswith("eval_")}}
+                   for r in records if any(k.startswith("eval_") for k in r) and r["step"] <= last_step]
+    best, bad, best_step, best_score = None, 0, None, None
+    for evaluation in evaluations:  # replay the early-stopping decisions
+        if best_step is None or evaluation[io.main_metric] > best_score:
+            best_step, best_score, bad = evaluation["step"], evaluation[io.main_metric], 0
+        else:
+            bad += 1
+    if best_step is None:
+        return [], None, 0
+    saved = json.loads((out / BEST_DIR / "best.json").read_text()) if (out / BEST_DIR / "best.json").is_file() else {}
+    if saved.get("step") != best_step:
+        raise MissingFileError(f"{out / BEST_DIR} does not hold the best weights of step {best_step} (found "
+                               f"{saved.get('step')}): this run cannot be resumed exactly; use --overwrite")
+    current = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    load_weights(out / BEST_DIR, model)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    preds, _ = predict(model, io, dev, train_cfg.batch_size, dev_items, train_cfg.precision)
+    model.load_state_dict(current)
+    best = {"score": best_score, "step": best_step, "state": state, "preds": preds, "metrics": io.score(dev, preds)}
+    return evaluations, best, bad
 
 
 def _score_other_splits(model, io: TaskIO, task, out: Path, batch_size: int, precision: str):
@@ -353,7 +425,7 @@ def _score_other_splits(model, io: TaskIO, task, out: Path, batch_size: int, pre
     return test_metrics, note, extra, extra_sizes
 
 
-def finetune(cfg: FinetuneConfig) -> dict:
+def finetune(cfg: FinetuneConfig, resume: bool = False) -> dict:
     """Fine-tune as `cfg` says; returns (and writes to out/results.json) the results:
 
     {"task", "kind", "init", "dev": metrics, "test": metrics or None, "extra", "note",
@@ -365,25 +437,55 @@ def finetune(cfg: FinetuneConfig) -> dict:
     per_type} are fractions; QA {exact_match, f1} are percentages. Where the test split
     has no labels (GLUE) or is missing, "test" is None and "note" says so; "extra" scores
     further labelled evaluation splits (MNLI's dev_mismatched). One process (not torchrun).
+
+    resume: continue the interrupted run in cfg.out (same settings). The run holds
+    out/.lock throughout (bertedu.jobs.run_lock); a user's mistake raises a UserError.
     """
+    with run_lock(cfg.out):
+        return _finetune(cfg, resume)
+
+
+# What a run writes into its folder, deleted by --overwrite (nothing else there is touched).
+_RUN_OUTPUTS = (MODEL_DIR, BEST_DIR, RESULTS_NAME, VOCAB_NAME, "metrics.jsonl", "metrics.png")
+
+
+def _check_out(cfg: FinetuneConfig, out: Path, resume: bool) -> None:
+    """Refuse a folder that holds a run, unless resuming an unfinished one or overwriting."""
+    if resume and cfg.overwrite:
+        raise SettingError("--resume continues the run in --out, --overwrite deletes it: give one of them")
+    finished = (out / RESULTS_NAME).is_file()
+    started = finished or latest_checkpoint(out) is not None
+    if cfg.overwrite and started:
+        for path in [*list_checkpoints(out), *out.glob("predictions_*.jsonl"), *(out / n for n in _RUN_OUTPUTS)]:
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+    elif finished:
+        raise OutputFolderError(f"{out} holds a finished fine-tuning run ({RESULTS_NAME}): choose another --out, "
+                                "or pass --overwrite to replace it")
+    elif started and not resume:
+        raise OutputFolderError(f"{out} holds an unfinished fine-tuning run ({latest_checkpoint(out).name}): pass "
+                                "--resume to continue it, --overwrite to start afresh, or choose another --out")
+
+
+def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
     from .data.task_data import load_task
     from .viz import plot_metrics
 
     start_time = time.perf_counter()
     out = Path(cfg.out)
-    if latest_checkpoint(out) is not None:
-        raise FileExistsError(f"{out} already holds a fine-tuning run ({latest_checkpoint(out).name}): "
-                              "choose another --out, or delete this one")
+    _check_out(cfg, out, resume)
     _check_init(cfg)
     task = load_task(cfg.task, seed=cfg.data_seed)
     if cfg.max_train is not None or cfg.max_eval is not None:
         task = task.subsample(cfg.max_train, cfg.max_eval, cfg.data_seed)
     if not task.train or not task.dev:
-        raise ValueError(f"{task.name} needs a train and a dev split to fine-tune and select on; got {task.summary()}")
+        raise SettingError(f"{task.name} needs a train and a dev split to fine-tune and select on; got {task.summary()}")
     model, tokenizer = build_model(cfg, task, out)
     io = task_io(task, tokenizer, cfg)
     if not any(io.gold(e) for e in task.dev):
-        raise ValueError(f"{task.name}'s dev split has no labels: the best weights are chosen on dev, so it needs them")
+        raise SettingError(f"{task.name}'s dev split has no labels: the best weights are chosen on dev, so it needs them")
 
     train_items = io.encode(task.train, training=True)
     dev_items = io.encode(task.dev)
@@ -393,7 +495,8 @@ def finetune(cfg: FinetuneConfig) -> dict:
         out=str(out), eval_every=0, save_every=0, keep_checkpoints=1,
     )
     best, evaluations, stopped_early = train_with_early_stopping(model, io, train_items, task.dev, dev_items,
-                                                                 train_cfg, cfg.eval_every, cfg.patience, cfg.progress)
+                                                                 train_cfg, cfg.eval_every, cfg.patience, cfg.progress,
+                                                                 resume=resume)
     model.load_state_dict(best["state"])  # the best weights on dev, whatever came after
 
     info = {"task": task.name, "kind": task.kind, "labels": task.labels, "head": _head_kwargs(cfg, task),
@@ -414,7 +517,9 @@ def finetune(cfg: FinetuneConfig) -> dict:
         "dev_examples": len(task.dev), "test_examples": len(task.test), "extra_examples": extra_sizes,
         "lr": train_cfg.lr, "elapsed_s": time.perf_counter() - start_time, "config": dataclasses.asdict(cfg),
     }
-    (out / RESULTS_NAME).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    shutil.rmtree(out / BEST_DIR, ignore_errors=True)  # model/ holds them now
+    with open_atomic(out / RESULTS_NAME) as f:  # last: its presence says the run finished
+        f.write(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     return results
 
 

@@ -34,6 +34,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import MissingFileError, UserError
+
 # ----------------------------------------------------------------------------------------
 # The internal structures
 # ----------------------------------------------------------------------------------------
@@ -149,8 +151,9 @@ class TaskData:
         return f"TaskData({self.summary()})"
 
 
-class DataFormatError(ValueError):
-    """A malformed row in a data file; the message starts with `file:line:`."""
+class DataFormatError(UserError, ValueError):
+    """A malformed row in a data file, or a file in no known format; the message starts
+    with `file:line:` (or `file:`). A UserError: the command line prints it on one line."""
 
     def __init__(self, path: str | os.PathLike, line: int | None, message: str):
         self.path, self.line = os.fspath(path), line
@@ -619,20 +622,20 @@ def load_path(path: str | os.PathLike, seed: int = 0) -> TaskData:
             schema, examples, converted = _read_file(file)
             role = _split_role(file)
             if splits.get(role):
-                raise ValueError(f"Two {role} files in {path} (the second is {file.name}); keep one.")
+                raise DataFormatError(path, None, f"two {role} files (the second is {file.name}); keep one.")
             splits[role], iob1 = examples, iob1 or converted
             schemas.add(schema)
         if not files:
-            raise ValueError(
-                f"No data files in {path}: expected train/dev/test files (.tsv, .txt, .json, .conll, "
+            raise DataFormatError(
+                path, None, "No data files: expected train/dev/test files (.tsv, .txt, .json, .conll, "
                 "eng.train/eng.testa/eng.testb)."
             )
         if len(schemas) > 1:
-            raise ValueError(f"The files in {path} mix formats ({sorted(schemas)}); keep one task per folder.")
+            raise DataFormatError(path, None, f"the files mix formats ({sorted(schemas)}); keep one task per folder.")
         schema = schemas.pop()
         how = "splits from the file names"
     else:
-        raise FileNotFoundError(f"No file or folder at {path}.")
+        raise MissingFileError(f"No file or folder at {path}.")
     description = f"{schema} format read from {path} ({how}" + ("; IOB1 tags converted to BIO)" if iob1 else ")")
     return _task_data(path.name, schema, splits, description)
 

@@ -1,0 +1,121 @@
+"""No traceback for a user's mistake: `bertedu <command>: error: ...` on one line, status 2.
+Real bugs keep their traceback."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bertedu.pretrain
+from bertedu.cli import main
+from bertedu.pretrained import minilm_vocab_path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def one_line_error(capsys, args: list[str]) -> str:
+    """Run the command; check status 2 and a single `bertedu <command>: error:` line; return it."""
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"bertedu {args[0]}: error: "), err[0]
+    return err[0]
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A vocabulary without [MASK], a small SST-2 task folder, an empty folder, a headerless TSV."""
+    lines = minilm_vocab_path().read_text(encoding="utf-8").split("\n")[:2000]
+    (tmp_path / "nomask.txt").write_text("\n".join(t for t in lines if t != "[MASK]") + "\n", encoding="utf-8")
+    sst = tmp_path / "sst"
+    sst.mkdir()
+    rows = "".join(f"{text}\t{i % 2}\n" for i, text in enumerate(["a fine film", "dull", "great fun", "bad"] * 3))
+    for split in ("train", "dev"):
+        (sst / f"{split}.tsv").write_text("sentence\tlabel\n" + rows, encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "headerless.tsv").write_text("a fine film\t1\ndull\t0\n", encoding="utf-8")
+    return tmp_path
+
+
+FT = ["--steps", "1", "--no-progress"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["pretrain", "--lr", "0", "--steps", "1"], "lr must be positive, got 0.0"),
+    (["finetune", "--task", "ner-en", "--lr", "-1"], "lr must be positive"),
+    (["pretrain", "--steps", "1", "--max-seq-length", "1024"], "above the mini model's 512 positions"),
+    (["finetune", "--task", "ner-en", "--max-seq-length", "600"], "max_seq_length must be in 8..512"),
+    (["finetune", "--task", "no/such/file.tsv"], "unknown task 'no/such/file.tsv'"),
+    (["pretrain"], "give a budget"),
+])
+def test_a_bad_value_is_one_line(capsys, args, says):
+    assert says in one_line_error(capsys, args)
+
+
+def test_missing_files_are_one_line(capsys, files):
+    out = str(files / "out")
+    line = one_line_error(capsys, ["pretrain", "--steps", "1", "--vocab", "missing.txt", "--out", out])
+    assert "--vocab missing.txt: No vocabulary file at missing.txt" in line
+    line = one_line_error(capsys, ["pretrain", "--steps", "1", "--corpus", "missing.txt", "--out", out])
+    assert "--corpus: Unknown corpus 'missing.txt'" in line and "no file or folder by that name" in line
+    line = one_line_error(capsys, ["finetune", "--task", str(files / "sst"), "--init", "random", "--preset", "tiny",
+                                   "--vocab", str(files / "missing.txt"), "--out", out, *FT])
+    assert "missing.txt" in line
+    assert "has no checkpoint-<step> folder" in one_line_error(capsys, ["fill-mask", str(files / "empty"), "a [MASK]"])
+
+
+def test_a_vocabulary_without_mask_is_one_line(capsys, files):
+    vocab = str(files / "nomask.txt")
+    line = one_line_error(capsys, ["pretrain", "--steps", "1", "--vocab", vocab, "--out", str(files / "o1")])
+    assert "lacks the special token(s) ['[MASK]']" in line
+    line = one_line_error(capsys, ["finetune", "--task", str(files / "sst"), "--init", "random", "--preset", "tiny",
+                                   "--vocab", vocab, "--out", str(files / "o2"), *FT])
+    assert "lacks the special token(s) ['[MASK]']" in line
+
+
+def test_an_init_folder_without_a_checkpoint_is_one_line(capsys, files):
+    empty = str(files / "empty")
+    line = one_line_error(capsys, ["finetune", "--task", str(files / "sst"), "--init", empty,
+                                   "--out", str(files / "o"), *FT])
+    assert f"--init {empty}: no checkpoint-<step> folder in it" in line
+    line = one_line_error(capsys, ["pretrain", "--steps", "1", "--init-from", empty, "--out", str(files / "o2")])
+    assert f"--init-from {empty}: no checkpoint-<step> folder in it" in line
+
+
+def test_an_out_folder_that_holds_a_run_is_one_line(capsys, files):
+    pre = files / "pre"
+    (pre / "checkpoint-3").mkdir(parents=True)
+    line = one_line_error(capsys, ["pretrain", "--steps", "1", "--out", str(pre)])
+    assert "already holds a run (checkpoint-3): pass --resume" in line
+    ft = files / "ft"
+    ft.mkdir()
+    (ft / "results.json").write_text("{}")
+    line = one_line_error(capsys, ["finetune", "--task", str(files / "sst"), "--out", str(ft), *FT])
+    assert "holds a finished fine-tuning run (results.json)" in line and "--overwrite" in line
+    (ft / "results.json").unlink()
+    (ft / "checkpoint-2").mkdir()
+    line = one_line_error(capsys, ["finetune", "--task", str(files / "sst"), "--out", str(ft), *FT])
+    assert "holds an unfinished fine-tuning run (checkpoint-2): pass --resume" in line
+
+
+def test_a_task_file_in_no_known_format_is_one_line(capsys, files):
+    line = one_line_error(capsys, ["finetune", "--task", str(files / "headerless.tsv"), "--init", "random",
+                                   "--preset", "tiny", "--out", str(files / "o"), *FT])
+    assert "headerless.tsv" in line
+
+
+def test_no_traceback_from_the_installed_command(files):
+    proc = subprocess.run([sys.executable, "-m", "bertedu.cli", "pretrain", "--lr", "0", "--steps", "1"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == "bertedu pretrain: error: lr must be positive, got 0.0\n"
+
+
+def test_a_real_bug_keeps_its_traceback(monkeypatch):
+    def broken(cfg, resume=False):
+        raise ZeroDivisionError("a bug, not a user's mistake")
+
+    monkeypatch.setattr(bertedu.pretrain, "pretrain", broken)
+    with pytest.raises(ZeroDivisionError):
+        main(["pretrain", "--steps", "1"])
