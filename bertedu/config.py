@@ -68,10 +68,11 @@ class BertConfig:
                 f"attn_implementation must be one of {tuple(ATTENTION_KERNELS)}, "
                 f"got {self.attn_implementation!r}"
             )
-        for name in ("vocab_size", "num_hidden_layers", "intermediate_size",
-                     "max_position_embeddings", "type_vocab_size"):
+        for name in ("vocab_size", "num_hidden_layers", "intermediate_size", "max_position_embeddings"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.type_vocab_size < 0:  # 0: no segment embeddings at all (DistilBERT)
+            raise ValueError(f"type_vocab_size must be at least 0, got {self.type_vocab_size}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
 

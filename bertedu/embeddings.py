@@ -30,30 +30,38 @@ def sinusoidal_positions(T: int, D: int) -> torch.Tensor:
 
 
 class BertEmbeddings(nn.Module):
-    """input_ids (B, T), token_type_ids (B, T) -> (B, T, D)."""
+    """input_ids (B, T), token_type_ids (B, T) -> (B, T, D).
 
-    def __init__(self, config: BertConfig):
+    dim: the embedding width, hidden_size unless given (ALBERT embeds in E < H dims).
+    type_vocab_size=0 in the config: no segment table at all (DistilBERT).
+    """
+
+    def __init__(self, config: BertConfig, dim: Optional[int] = None):
         super().__init__()
-        D = config.hidden_size
+        D = config.hidden_size if dim is None else dim
         self.config = config
         self.word_embeddings = nn.Embedding(config.vocab_size, D, padding_idx=config.pad_token_id)
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, D)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, D)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, D) if config.type_vocab_size else None
         self.layer_norm = nn.LayerNorm(D, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
-        B, T = input_ids.shape
         self._check(input_ids, token_type_ids)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)  # a single segment, "A"
-        positions = torch.arange(T, device=input_ids.device)  # (T,)
-        x = (
-            self.word_embeddings(input_ids)  # (B, T, D)
-            + self.token_type_embeddings(token_type_ids)  # (B, T, D)
-            + self.position_embeddings(positions)  # (T, D), broadcast over the batch
-        )
+        x = self.word_embeddings(input_ids)  # (B, T, D)
+        if self.token_type_embeddings is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros_like(input_ids)  # a single segment, "A"
+            x = x + self.token_type_embeddings(token_type_ids)  # (B, T, D)
+        x = x + self.position_embeddings(self.position_ids(input_ids))  # (T, D) broadcast, or (B, T, D)
         return self.dropout(self.layer_norm(x))  # (B, T, D)
+
+    def position_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """BERT numbers the positions 0..T-1 in every sequence: (T,), broadcast over the batch.
+
+        A variant may number them per sequence instead, (B, T) (RoBERTa, `bertedu.roberta`).
+        """
+        return torch.arange(input_ids.size(1), device=input_ids.device)  # (T,)
 
     def _check(self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor]) -> None:
         """Turn the usual indexing crashes into errors that say what to fix."""
@@ -75,5 +83,8 @@ class BertEmbeddings(nn.Module):
                 f"token id {int(bad[0])} is outside the model's vocabulary of {cfg.vocab_size}: "
                 "the tokenizer's vocab.txt and the model's vocab_size disagree."
             )
-        if token_type_ids is not None and token_type_ids.numel() and int(token_type_ids.max()) >= cfg.type_vocab_size:
+        if token_type_ids is not None and token_type_ids.numel() and int(token_type_ids.max()) >= max(1, cfg.type_vocab_size):
+            if cfg.type_vocab_size == 0:
+                raise ValueError("this model has no segment embeddings (type_vocab_size=0, as DistilBERT): "
+                                 "pass token_type_ids=None, or all zeros")
             raise ValueError(f"token_type_ids must be below type_vocab_size={cfg.type_vocab_size}")

@@ -106,10 +106,20 @@ class BertModel(nn.Module):
     def __init__(self, config: BertConfig, add_pooler: bool = True):
         super().__init__()
         self.config = config
-        self.embeddings = BertEmbeddings(config)
-        self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        self.embeddings = self.build_embeddings(config)
+        self.layers = self.build_layers(config)
         self.pooler = BertPooler(config) if add_pooler else None
         self.apply(lambda m: init_bert_weights(m, config.initializer_range))
+
+    # What the model is built from; a variant (bertedu.roberta, .albert, .distilbert)
+    # overrides these and keeps the forward below.
+    def build_embeddings(self, config: BertConfig) -> nn.Module:
+        """input_ids (B, T), token_type_ids (B, T) -> (B, T, D)."""
+        return BertEmbeddings(config)
+
+    def build_layers(self, config: BertConfig) -> nn.Module:
+        """The encoder stack: iterating it gives the layers in order."""
+        return nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
 
     def set_attn_implementation(self, name: str) -> None:
         """Switch every layer's attention kernel ("reference" or "sdpa"); weights are untouched."""

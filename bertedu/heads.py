@@ -22,7 +22,7 @@ from .activations import activation
 from .config import BertConfig
 from .constants import IGNORE_INDEX
 from .encoder import BertModel, init_bert_weights
-from .outputs import BertPreTrainingOutput
+from .outputs import BertPreTrainingOutput, MaskedLMOutput
 
 
 class BertMLMHead(nn.Module):
@@ -30,15 +30,16 @@ class BertMLMHead(nn.Module):
 
     dense + GELU + LayerNorm, then a decoder whose weight *is* the word-embedding matrix
     (tied: the same (V, D) tensor reads tokens in and writes them out), plus a bias.
+    The head ends in the embeddings' width E: D for BERT, E < D for ALBERT.
     """
 
     def __init__(self, config: BertConfig, word_embeddings: nn.Embedding):
         super().__init__()
-        D = config.hidden_size
-        self.dense = nn.Linear(D, D)
+        D, E = config.hidden_size, word_embeddings.embedding_dim
+        self.dense = nn.Linear(D, E)
         self.act = activation(config.hidden_act)
-        self.layer_norm = nn.LayerNorm(D, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(D, config.vocab_size)
+        self.layer_norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(E, config.vocab_size)
         self.decoder.weight = word_embeddings.weight  # tied, not copied
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -125,9 +126,57 @@ def pretraining_loss(
     """
     mlm_loss = nsp_loss = loss = None
     if labels is not None:
-        mlm_loss = F.cross_entropy(mlm_logits.flatten(0, -2).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
-        loss = mlm_loss
+        mlm_loss = loss = masked_lm_loss(mlm_logits, labels)
     if next_sentence_label is not None:
         nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label)
         loss = nsp_loss if loss is None else loss + nsp_loss
     return loss, mlm_loss, nsp_loss
+
+
+def masked_lm_loss(mlm_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over the labelled positions only (label != IGNORE_INDEX), in fp32.
+
+    mlm_logits (..., V) with labels (...): (B, T) or the (M,) rows of the sparse fast path.
+    """
+    return F.cross_entropy(mlm_logits.flatten(0, -2).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
+
+
+class BertForMaskedLM(nn.Module):
+    """An encoder with the MLM head alone, no NSP: how RoBERTa and DistilBERT pretrain.
+
+    forward(input_ids, token_type_ids=None, attention_mask=None, labels=None,
+            output_hidden_states=False, output_attentions=False) -> MaskedLMOutput
+    bert: the encoder to put the head on; a `BertModel` without pooler unless given
+    (`bertedu.roberta` and `bertedu.distilbert` pass theirs).
+    """
+
+    def __init__(self, config: BertConfig, bert: Optional[BertModel] = None):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooler=False) if bert is None else bert
+        self.mlm = BertMLMHead(config, self.bert.embeddings.word_embeddings)
+        for layer in (self.mlm.dense, self.mlm.layer_norm):
+            layer.apply(lambda m: init_bert_weights(m, config.initializer_range))
+        nn.init.zeros_(self.mlm.decoder.bias)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        labels: Optional[torch.Tensor] = None,
+        *,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> MaskedLMOutput:
+        out = self.bert(
+            input_ids, token_type_ids, attention_mask,
+            output_hidden_states=output_hidden_states, output_attentions=output_attentions,
+        )
+        mlm_logits = self.mlm(out.last_hidden_state)  # (B, T, V)
+        loss = None if labels is None else masked_lm_loss(mlm_logits, labels)
+        return MaskedLMOutput(mlm_logits=mlm_logits, loss=loss,
+                              hidden_states=out.hidden_states, attentions=out.attentions)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # the tied matrix counts once

@@ -28,6 +28,31 @@ class BertPreTrainingOutput:
     mlm_labels: Optional[torch.Tensor] = None  # (M,): the labels of sparse mlm_logits' rows
 
 
+@dataclass
+class MaskedLMOutput:
+    """An MLM-only model's output (RoBERTa, DistilBERT: no sentence-level objective)."""
+
+    mlm_logits: torch.Tensor  # (B, T, V); (M, V) on the sparse-MLM fast path
+    loss: Optional[torch.Tensor] = None  # the MLM loss, when labels are given
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    attentions: Optional[tuple[torch.Tensor, ...]] = None
+    mlm_labels: Optional[torch.Tensor] = None  # (M,): the labels of sparse mlm_logits' rows
+
+
+@dataclass
+class AlbertPreTrainingOutput:
+    """ALBERT's pretraining output: sentence-order prediction (SOP) where BERT has NSP."""
+
+    mlm_logits: torch.Tensor  # (B, T, V); (M, V) on the sparse-MLM fast path
+    sop_logits: torch.Tensor  # (B, 2): 0 = segments in their original order, 1 = swapped
+    loss: Optional[torch.Tensor] = None  # mlm_loss + sop_loss, when labels are given
+    mlm_loss: Optional[torch.Tensor] = None
+    sop_loss: Optional[torch.Tensor] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    attentions: Optional[tuple[torch.Tensor, ...]] = None
+    mlm_labels: Optional[torch.Tensor] = None
+
+
 # The fine-tuning heads' outputs (bertedu.tasks).
 @dataclass
 class SequenceClassifierOutput:
