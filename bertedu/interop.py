@@ -1,4 +1,5 @@
-"""Weights to and from Hugging Face `transformers` BERT models, and the real MiniLM weights.
+"""Weights to and from Hugging Face `transformers` BERT models (and RoBERTa, ALBERT and
+DistilBERT), and the real MiniLM weights.
 
 The two code bases hold the same tensors under different names; `hf_to_bertedu_name`
 is the whole dictionary between them, one rule per line, so a learner can read
@@ -12,15 +13,19 @@ does not depend on it.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Callable, Optional, Union
 
 import torch
 from torch import nn
 
+from .albert import AlbertConfig, AlbertForPreTraining, AlbertModel
 from .config import BertConfig
+from .distilbert import DistilBertConfig, DistilBertForMaskedLM, DistilBertModel
 from .encoder import BertModel
 from .heads import BertForPreTraining
+from .roberta import RobertaConfig, RobertaForMaskedLM, RobertaModel
 
 # transformers name (after "bert.")            -> bertedu name (after "bert.")
 _LAYER_RULES = [
@@ -72,49 +77,181 @@ def _convert_state_dict(hf_state: dict[str, torch.Tensor]) -> dict[str, torch.Te
     return {new: t for old, t in hf_state.items() if (new := hf_to_bertedu_name(old)) is not None}
 
 
-def from_hf(hf_model: nn.Module) -> Union[BertModel, BertForPreTraining]:
-    """The bertedu model with the same weights as a transformers BERT.
+# ---- RoBERTa, ALBERT, DistilBERT: the same tensors under their own names ---------------
 
-    `transformers.BertModel` -> `BertModel`; `transformers.BertForPreTraining` ->
-    `BertForPreTraining`. The result is in eval mode if the source was.
+
+def roberta_to_bertedu_name(name: str) -> str | None:
+    """transformers RoBERTa name -> ours: BERT's names, with "roberta." and RoBERTa's LM head."""
+    if name == "lm_head.decoder.bias":  # the same tensor as lm_head.bias
+        return None
+    if name.startswith("lm_head."):
+        rest = name[len("lm_head."):]
+        return "mlm." + {"bias": "decoder.bias"}.get(rest, rest)  # dense, layer_norm, decoder share names
+    if name.startswith("roberta."):
+        name = "bert." + name[len("roberta."):]
+    return hf_to_bertedu_name(name)
+
+
+_ALBERT_RULES = {  # after "albert."; transformers' AlbertLayer -> our one shared BertLayer
+    "embeddings.LayerNorm.": "embeddings.layer_norm.",
+    "encoder.embedding_hidden_mapping_in.": "embeddings.projection.",
+    "encoder.albert_layer_groups.0.albert_layers.0.attention.dense.": "layers.layer.attention.output.",
+    "encoder.albert_layer_groups.0.albert_layers.0.attention.LayerNorm.": "layers.layer.attention_norm.",
+    "encoder.albert_layer_groups.0.albert_layers.0.attention.": "layers.layer.attention.",  # query, key, value
+    "encoder.albert_layer_groups.0.albert_layers.0.ffn.": "layers.layer.feed_forward.dense_in.",
+    "encoder.albert_layer_groups.0.albert_layers.0.ffn_output.": "layers.layer.feed_forward.dense_out.",
+    "encoder.albert_layer_groups.0.albert_layers.0.full_layer_layer_norm.": "layers.layer.output_norm.",
+    "pooler.": "pooler.dense.",
+    "embeddings.": "embeddings.",
+}
+_ALBERT_HEAD_RULES = {
+    "predictions.dense.": "mlm.dense.",
+    "predictions.LayerNorm.": "mlm.layer_norm.",
+    "predictions.decoder.weight": "mlm.decoder.weight",
+    "predictions.bias": "mlm.decoder.bias",
+    "sop_classifier.classifier.": "sop.classifier.",
+}
+
+
+def albert_to_bertedu_name(name: str) -> str | None:
+    """transformers ALBERT name -> ours (the first matching rule wins)."""
+    if name == "predictions.decoder.bias" or _SKIP.search(name):  # an alias of predictions.bias; buffers
+        return None
+    return _rename(name, "albert.", _ALBERT_RULES, _ALBERT_HEAD_RULES)
+
+
+_DISTILBERT_RULES = {  # after "distilbert."
+    "embeddings.LayerNorm.": "embeddings.layer_norm.",
+    "embeddings.": "embeddings.",
+    "transformer.layer.": "layers.",
+}
+_DISTILBERT_LAYER_RULES = {  # inside one layer
+    "attention.q_lin.": "attention.query.",
+    "attention.k_lin.": "attention.key.",
+    "attention.v_lin.": "attention.value.",
+    "attention.out_lin.": "attention.output.",
+    "sa_layer_norm.": "attention_norm.",
+    "ffn.lin1.": "feed_forward.dense_in.",
+    "ffn.lin2.": "feed_forward.dense_out.",
+    "output_layer_norm.": "output_norm.",
+}
+_DISTILBERT_HEAD_RULES = {
+    "vocab_transform.": "mlm.dense.",
+    "vocab_layer_norm.": "mlm.layer_norm.",
+    "vocab_projector.": "mlm.decoder.",
+}
+
+
+def distilbert_to_bertedu_name(name: str) -> str | None:
+    """transformers DistilBERT name -> ours."""
+    if _SKIP.search(name):
+        return None
+    new = _rename(name, "distilbert.", _DISTILBERT_RULES, _DISTILBERT_HEAD_RULES)
+    m = re.match(r"((?:bert\.)?layers\.\d+\.)(.*)", new)
+    if m:
+        new = m.group(1) + _replace_prefix(m.group(2), _DISTILBERT_LAYER_RULES, name)
+    return new
+
+
+def _replace_prefix(name: str, rules: dict[str, str], original: str) -> str:
+    for theirs, ours in rules.items():
+        if name.startswith(theirs):
+            return ours + name[len(theirs):]
+    raise KeyError(f"no bertedu name for transformers parameter {original!r}")
+
+
+def _rename(name: str, base: str, rules: dict[str, str], head_rules: dict[str, str]) -> str:
+    """Heads by `head_rules`; the encoder by `rules`, with transformers' `base` prefix -> "bert."."""
+    for theirs, ours in head_rules.items():
+        if name.startswith(theirs):
+            return ours + name[len(theirs):]
+    prefix = ""
+    if name.startswith(base):
+        prefix, name = "bert.", name[len(base):]
+    return prefix + _replace_prefix(name, rules, name)
+
+
+# ---- from_hf / to_hf: one table of the pairs ------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """A transformers class and the bertedu class holding the same weights."""
+
+    hf_name: str  # transformers class name
+    hf_config: str  # transformers config class name
+    ours: type
+    config: type  # bertedu config class
+    rename: Callable[[str], Optional[str]]  # transformers parameter name -> ours
+    heads: bool  # a model with pretraining heads (tied decoder), not a bare encoder
+    pooler_optional: bool = False  # constructed with add_pooler (ours) / add_pooling_layer (theirs)
+
+
+_PAIRS = [
+    _Pair("BertForPreTraining", "BertConfig", BertForPreTraining, BertConfig, hf_to_bertedu_name, True),
+    _Pair("BertModel", "BertConfig", BertModel, BertConfig, hf_to_bertedu_name, False, True),
+    _Pair("RobertaForMaskedLM", "RobertaConfig", RobertaForMaskedLM, RobertaConfig, roberta_to_bertedu_name, True),
+    _Pair("RobertaModel", "RobertaConfig", RobertaModel, RobertaConfig, roberta_to_bertedu_name, False, True),
+    _Pair("AlbertForPreTraining", "AlbertConfig", AlbertForPreTraining, AlbertConfig, albert_to_bertedu_name, True),
+    _Pair("AlbertModel", "AlbertConfig", AlbertModel, AlbertConfig, albert_to_bertedu_name, False, True),
+    _Pair("DistilBertForMaskedLM", "DistilBertConfig", DistilBertForMaskedLM, DistilBertConfig,
+          distilbert_to_bertedu_name, True),
+    _Pair("DistilBertModel", "DistilBertConfig", DistilBertModel, DistilBertConfig, distilbert_to_bertedu_name, False),
+]
+_SUPPORTED = ", ".join(p.hf_name for p in _PAIRS)
+
+
+def from_hf(hf_model: nn.Module) -> nn.Module:
+    """The bertedu model with the same weights as a transformers model.
+
+    `transformers.BertModel` -> `BertModel`; `BertForPreTraining` -> `BertForPreTraining`;
+    `RobertaModel` / `RobertaForMaskedLM`, `AlbertModel` / `AlbertForPreTraining`,
+    `DistilBertModel` / `DistilBertForMaskedLM` -> the bertedu classes of the same names.
+    The result is in eval mode if the source was.
     """
     name = type(hf_model).__name__
-    if name not in ("BertForPreTraining", "BertModel"):
-        raise TypeError(f"from_hf takes transformers' BertModel or BertForPreTraining, got {name}")
-    config = BertConfig.from_hf(hf_model.config)
-    if name == "BertForPreTraining":
-        model = BertForPreTraining(config)
-    elif name == "BertModel":
-        model = BertModel(config, add_pooler=getattr(hf_model, "pooler", None) is not None)
-    state = _convert_state_dict(hf_model.state_dict())
+    pair = next((p for p in _PAIRS if p.hf_name == name), None)
+    if pair is None:
+        raise TypeError(f"from_hf takes transformers' BertModel or BertForPreTraining "
+                        f"(or one of {_SUPPORTED}), got {name}")
+    config = pair.config.from_hf(hf_model.config)
+    if pair.pooler_optional:
+        model = pair.ours(config, add_pooler=getattr(hf_model, "pooler", None) is not None)
+    else:
+        model = pair.ours(config)
+    state = {new: t for old, t in hf_model.state_dict().items() if (new := pair.rename(old)) is not None}
     _load_exact(model, state)
     model.to(next(hf_model.parameters()).dtype)
     model.train(hf_model.training)
     return model
 
 
-def to_hf(model: Union[BertModel, BertForPreTraining]) -> nn.Module:
-    """The transformers model (BertModel or BertForPreTraining) with the same weights."""
+def to_hf(model: nn.Module) -> nn.Module:
+    """The transformers model with the same weights (the reverse of `from_hf`)."""
     import transformers
 
-    hf_config = transformers.BertConfig(**model.config.to_hf_dict())
-    if isinstance(model, BertForPreTraining):
-        hf_model = transformers.BertForPreTraining(hf_config)
-    elif isinstance(model, BertModel):
-        hf_model = transformers.BertModel(hf_config, add_pooling_layer=model.pooler is not None)
+    # the most specific class first: RobertaModel is also a BertModel
+    pair = next((p for cls in type(model).__mro__ for p in _PAIRS if p.ours is cls), None)
+    if pair is None:
+        raise TypeError(f"to_hf takes a bertedu BertModel or BertForPreTraining "
+                        f"(or a RoBERTa, ALBERT or DistilBERT model), got {type(model).__name__}")
+    hf_config = getattr(transformers, pair.hf_config)(**model.config.to_hf_dict())
+    hf_class = getattr(transformers, pair.hf_name)
+    if pair.pooler_optional:
+        hf_model = hf_class(hf_config, add_pooling_layer=model.pooler is not None)
     else:
-        raise TypeError(f"to_hf takes a bertedu BertModel or BertForPreTraining, got {type(model).__name__}")
+        hf_model = hf_class(hf_config)
     ours = model.state_dict()
     hf_state = {}
     for hf_name in hf_model.state_dict():
-        new = hf_to_bertedu_name(hf_name)
+        new = pair.rename(hf_name)
         if new is not None:
             hf_state[hf_name] = ours[new]
     missing, unexpected = hf_model.load_state_dict(hf_state, strict=False)
-    missing = [k for k in missing if hf_to_bertedu_name(k) is not None]
+    missing = [k for k in missing if pair.rename(k) is not None]
     if missing or unexpected:
         raise RuntimeError(f"to_hf: missing {missing}, unexpected {unexpected}")
-    if isinstance(model, BertForPreTraining):
+    if pair.heads:
         hf_model.tie_weights()
     hf_model.to(next(model.parameters()).dtype)
     hf_model.train(model.training)
