@@ -16,7 +16,10 @@ static reveal.js deck). ``tag`` sets it by a few rules, once per notebook:
 - the exercises are presented as one slide each (their title), the check cells skipped.
 
 Build decks with ``python -m bertedu.slides build notebooks/ decks/``; tests/test_slides.py
-checks that every notebook builds. Introduced in TEACHING.md.
+checks that every notebook builds. By default nbconvert's decks load reveal.js, require.js
+and MathJax from CDNs; without a network such a deck shows one long page (no slides, raw
+LaTeX). ``--assets`` points them at local copies instead (see TEACHING.md), and RISE in
+JupyterLab bundles its own reveal.js. Introduced in TEACHING.md.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ def slide_types(nb) -> list[str]:
         source = cell["source"].lstrip()
         nbgrader = cell.get("metadata", {}).get("nbgrader", {})
         if cell["cell_type"] == "markdown":
-            if source.startswith(("# ", "## ")):
+            if nbgrader.get("solution"):
+                kind = "fragment"  # a written answer: revealed after the class has tried
+            elif source.startswith(("# ", "## ")):
                 kind = "slide"
             elif source.startswith("### "):
                 kind = "subslide"
@@ -88,7 +93,24 @@ def tag(path: str | Path) -> dict[str, int]:
     return counts
 
 
-def nbconvert_command(notebooks: Sequence[Path], out: Path, reveal_url_prefix: str | None = None) -> list[str]:
+# Where a static deck finds its JavaScript when `assets` is given: the layout of
+# `npm install reveal.js@4.0.2 requirejs@2 jquery@2 mathjax@2` (its node_modules folder).
+ASSET_OPTIONS = {
+    "SlidesExporter.reveal_url_prefix": "reveal.js",
+    "SlidesExporter.require_js_url": "requirejs/require.js",
+    "SlidesExporter.jquery_url": "jquery/dist/jquery.min.js",
+    "SlidesExporter.mathjax_url": "mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
+}
+
+
+def asset_flags(assets: str) -> list[str]:
+    """nbconvert flags that load reveal.js, require.js, jQuery and MathJax from `assets`
+    (a path relative to the deck, or a URL) instead of nbconvert's CDNs: decks that work offline."""
+    return [f"--{option}={assets.rstrip('/')}/{path}" for option, path in ASSET_OPTIONS.items()]
+
+
+def nbconvert_command(notebooks: Sequence[Path], out: Path, reveal_url_prefix: str | None = None,
+                      assets: str | None = None) -> list[str]:
     """The ``jupyter nbconvert --to slides`` command for some notebooks (no execution)."""
     command = [
         sys.executable, "-m", "jupyter", "nbconvert", "--to", "slides", *map(str, notebooks),
@@ -96,19 +118,22 @@ def nbconvert_command(notebooks: Sequence[Path], out: Path, reveal_url_prefix: s
         "--SlidesExporter.reveal_scroll=True",  # long cells scroll instead of overflowing the slide
         "--SlidesExporter.reveal_number=c/t",
     ]
+    if assets:
+        command += asset_flags(assets)
     if reveal_url_prefix:
         command.append(f"--SlidesExporter.reveal_url_prefix={reveal_url_prefix}")
     return command
 
 
-def build(src: str | Path, out: str | Path, reveal_url_prefix: str | None = None) -> list[Path]:
+def build(src: str | Path, out: str | Path, reveal_url_prefix: str | None = None,
+          assets: str | None = None) -> list[Path]:
     """Build a reveal.js deck (``NAME.slides.html``) for every notebook in ``src``, in one nbconvert run."""
     src, out = Path(src), Path(out)
     paths = sorted(src.glob("*.ipynb")) if src.is_dir() else [src]
     if not paths:
         raise FileNotFoundError(f"no .ipynb files in {src}")
     out.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(nbconvert_command(paths, out, reveal_url_prefix), capture_output=True, text=True)
+    result = subprocess.run(nbconvert_command(paths, out, reveal_url_prefix, assets), capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"building the decks failed:\n{result.stderr[-2000:]}")
     return [out / (path.stem + ".slides.html") for path in paths]
@@ -123,13 +148,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     p_build.add_argument("src", help="a notebook or a folder of notebooks")
     p_build.add_argument("out", help="the folder for the .slides.html decks")
     p_build.add_argument("--reveal-url-prefix", default=None,
-                         help="where reveal.js lives (a relative folder for offline decks); default: nbconvert's CDN")
+                         help="where reveal.js lives; default: nbconvert's CDN")
+    p_build.add_argument("--assets", default=None,
+                         help="a node_modules folder (relative to OUT, or a URL) holding reveal.js, requirejs, jquery "
+                              "and mathjax: decks that work offline (see TEACHING.md)")
     args = parser.parse_args(argv)
     if args.command == "tag":
         for path in args.notebooks:
             print(Path(path).name, tag(path))
     else:
-        decks = build(args.src, args.out, args.reveal_url_prefix)
+        decks = build(args.src, args.out, args.reveal_url_prefix, args.assets)
         print(f"built {len(decks)} decks in {args.out}")
 
 

@@ -39,6 +39,14 @@ def test_rules_on_a_small_notebook():
     assert slides.slide_types(nb) == ["slide", "skip", "slide", "fragment", "skip", "subslide"]
 
 
+def test_offline_assets_replace_every_cdn_url(tmp_path):
+    decks = slides.build(ALL[0], tmp_path, assets="assets")
+    html = decks[0].read_text(encoding="utf-8")
+    for path in slides.ASSET_OPTIONS.values():
+        assert f'"assets/{path}' in html or f"assets/{path}" in html, path
+    assert not re.search(r'(src|href)="https?://', html), "a deck built with --assets must load nothing from the network"
+
+
 def test_every_notebook_builds_a_reveal_deck(tmp_path):
     decks = slides.build(NOTEBOOKS, tmp_path)  # jupyter nbconvert --to slides, no execution
     assert [d.name for d in decks] == [p.stem + ".slides.html" for p in ALL]
