@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch import nn
@@ -143,6 +143,8 @@ class AlbertForPreTraining(nn.Module):
         for layer in (self.mlm.dense, self.mlm.layer_norm, self.sop):
             layer.apply(lambda m: init_bert_weights(m, config.initializer_range))
         nn.init.zeros_(self.mlm.decoder.bias)
+        # bertedu.fast.set_fast_path plugs its forward in here, as in BertForPreTraining.
+        self.fast_forward: Optional[Callable[..., Any]] = None
 
     def forward(
         self,
@@ -155,6 +157,12 @@ class AlbertForPreTraining(nn.Module):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
     ) -> AlbertPreTrainingOutput:
+        if self.fast_forward is not None and not (output_hidden_states or output_attentions):
+            fast = self.fast_forward(self, input_ids, token_type_ids, attention_mask, labels, sentence_order_label)
+            return AlbertPreTrainingOutput(
+                mlm_logits=fast.mlm_logits, sop_logits=fast.nsp_logits, loss=fast.loss, mlm_loss=fast.mlm_loss,
+                sop_loss=fast.nsp_loss, mlm_labels=fast.mlm_labels,
+            )
         out = self.bert(
             input_ids, token_type_ids, attention_mask,
             output_hidden_states=output_hidden_states, output_attentions=output_attentions,

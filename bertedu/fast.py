@@ -20,6 +20,10 @@ the readable path on ragged batches, in fp32, dropout off). The other rungs of t
 need no code here: SDPA attention is `attn_implementation="sdpa"`, bf16 autocast and fused
 AdamW live in `bertedu.train`, `torch.compile` too (with a fallback to eager).
 
+Every variant runs here too (tests/test_variants.py): RoBERTa, ALBERT and DistilBERT are
+the same encoder (`model.bert`) and MLM head (`model.mlm`); their models read the sentence
+head's logits from `nsp_logits` (ALBERT's SOP) or leave them (MLM only).
+
 Token order. Unpadded rows are the real tokens in reading order: sequence 0's tokens,
 then sequence 1's, ... `cu_seqlens` (B+1,) marks where each sequence starts, as in
 FlashAttention's variable-length API. Real tokens must come first in every row (right
@@ -190,11 +194,22 @@ def pretraining_forward(model, input_ids, token_type_ids=None, attention_mask=No
         mlm_logits = model.mlm(hidden)  # (R, V) or (B, T, V)
         if where is not None:
             mlm_logits = pad(mlm_logits, where)  # (B, T, V)
-    nsp_logits = model.nsp(pooled)  # (B, 2)
+    head = sentence_head(model)
+    nsp_logits = None if head is None else head(pooled)  # (B, 2): NSP's, or ALBERT's SOP
     targets = mlm_labels if mlm_labels is not None else labels
     loss, mlm_loss, nsp_loss = pretraining_loss(mlm_logits, targets, nsp_logits, next_sentence_label)
     return BertPreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, loss=loss, mlm_loss=mlm_loss,
                                  nsp_loss=nsp_loss, mlm_labels=mlm_labels)
+
+
+def sentence_head(model):
+    """The head on the pooled [CLS] vector: BERT's NSP, ALBERT's SOP, or None (RoBERTa and
+    DistilBERT train MLM alone). Its logits travel in the output's `nsp_logits`."""
+    for name in ("nsp", "sop"):
+        head = getattr(model, name, None)
+        if head is not None:
+            return head
+    return None
 
 
 def unpad_labels(labels: torch.Tensor, where: Unpadded) -> torch.Tensor:
@@ -222,6 +237,9 @@ class FastPath:
 def set_fast_path(model: BertForPreTraining, unpad: bool = False, sparse_mlm: bool = False,
                   attention: str = "auto") -> BertForPreTraining:
     """Train `model` on the fast path (same weights, same loss and gradients); returns it.
+
+    model: a `BertForPreTraining`, or a variant's pretraining model (`RobertaForMaskedLM`,
+        `AlbertForPreTraining`, `DistilBertForMaskedLM`, any `BertForMaskedLM`).
 
     unpad: only real tokens go through the dense layers; attention per sequence, on a
         nested tensor ("nested") or padded around attention only ("padded").

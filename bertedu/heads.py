@@ -158,6 +158,8 @@ class BertForMaskedLM(nn.Module):
         for layer in (self.mlm.dense, self.mlm.layer_norm):
             layer.apply(lambda m: init_bert_weights(m, config.initializer_range))
         nn.init.zeros_(self.mlm.decoder.bias)
+        # bertedu.fast.set_fast_path plugs its forward in here, as in BertForPreTraining.
+        self.fast_forward: Optional[Callable[..., BertPreTrainingOutput]] = None
 
     def forward(
         self,
@@ -169,6 +171,9 @@ class BertForMaskedLM(nn.Module):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
     ) -> MaskedLMOutput:
+        if self.fast_forward is not None and not (output_hidden_states or output_attentions):
+            fast = self.fast_forward(self, input_ids, token_type_ids, attention_mask, labels, None)
+            return MaskedLMOutput(mlm_logits=fast.mlm_logits, loss=fast.loss, mlm_labels=fast.mlm_labels)
         out = self.bert(
             input_ids, token_type_ids, attention_mask,
             output_hidden_states=output_hidden_states, output_attentions=output_attentions,

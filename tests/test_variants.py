@@ -241,3 +241,57 @@ def test_models_built_here_match_their_transformers_twins():
             mine = model(ids, types, mask)
         close(mine.mlm_logits, getattr(theirs, "logits", None) if hasattr(theirs, "logits")
               else theirs.prediction_logits, type(model).__name__)
+
+
+# ---- the fast path runs every variant ------------------------------------------------------
+
+def variant_models():
+    no_dropout = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return {
+        "roberta": RobertaForMaskedLM(RobertaConfig(**{**ROBERTA["odd-sizes"], "hidden_act": "gelu"}, **no_dropout)),
+        "albert": AlbertForPreTraining(AlbertConfig(**ALBERT["odd-sizes"], **no_dropout, classifier_dropout_prob=0.0)),
+        "distilbert": DistilBertForMaskedLM(DistilBertConfig.from_hf(transformers.DistilBertConfig(
+            **DISTILBERT["odd-sizes"], dropout=0.0, attention_dropout=0.0))),
+    }
+
+
+def loss_and_grads(model, *args, **kwargs):
+    model.zero_grad()
+    out = model(*args, **kwargs)
+    out.loss.backward()
+    return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("family", ["roberta", "albert", "distilbert"])
+@pytest.mark.parametrize("options", [
+    dict(unpad=True, sparse_mlm=True, attention="padded"),
+    dict(unpad=True, sparse_mlm=True, attention="nested"),
+    dict(sparse_mlm=True),
+    dict(unpad=True, attention="padded"),
+])
+def test_fast_path_matches_the_readable_path_for_every_variant(family, options):
+    import copy
+
+    from bertedu.fast import set_fast_path
+
+    torch.manual_seed(0)
+    readable = variant_models()[family].train()  # dropout is 0: train mode, the same function
+    fast_model = set_fast_path(copy.deepcopy(readable), **options)
+    ids, types, mask = padded_batch(readable.config, lengths=(12, 5, 9, 3))
+    labels = torch.where((torch.rand(ids.shape) < 0.3) & mask.bool(), ids, torch.full_like(ids, -100))
+    labels[:, 0] = ids[:, 0]  # every sequence has a label
+    extra = {"sentence_order_label": torch.tensor([0, 1, 1, 0])} if family == "albert" else {}
+    ref, ref_grads = loss_and_grads(readable, ids, types, mask, labels, **extra)
+    out, grads = loss_and_grads(fast_model, ids, types, mask, labels, **extra)
+    assert type(out) is type(ref)
+    close(out.loss, ref.loss, "loss")
+    if family == "albert":
+        close(out.sop_logits, ref.sop_logits, "SOP logits")
+        close(out.mlm_loss, ref.mlm_loss, "MLM loss")
+    assert grads.keys() == ref_grads.keys()
+    for name, g in ref_grads.items():
+        close(grads[name], g, name)
+    if options.get("sparse_mlm"):
+        labelled = labels != -100
+        close(out.mlm_logits, ref.mlm_logits[labelled], "sparse MLM logits")
+        assert torch.equal(out.mlm_labels, labels[labelled])
