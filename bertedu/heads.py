@@ -7,7 +7,8 @@ MLM predicts the original token at the ~15% selected positions; NSP reads the po
     loss = CrossEntropy(mlm_logits at labelled positions) + CrossEntropy(nsp_logits)
 
 Labels use -100 for "no label here" (every unselected token), the ignore index of
-`torch.nn.functional.cross_entropy`.
+`torch.nn.functional.cross_entropy`. `BertForMaskedLM` is the MLM head alone, how RoBERTa
+and DistilBERT pretrain (`bertedu.roberta`, `bertedu.distilbert`).
 """
 
 from __future__ import annotations
