@@ -51,7 +51,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .checkpoint import latest_checkpoint, list_checkpoints, load_weights, open_atomic, read_config, save_weights
+from .checkpoint import (
+    latest_checkpoint,
+    list_checkpoints,
+    load_weights,
+    open_atomic,
+    read_config,
+    save_weights,
+)
 from .config import PRESETS, BertConfig
 from .constants import VOCAB_NAME
 from .errors import MissingFileError, OutputFolderError, SettingError, as_user_error
@@ -105,6 +112,14 @@ class FinetuneConfig(TrainConfig):
     doc_stride: int = setting(128, "QA: context tokens between the starts of two consecutive windows")
     max_query_length: int = setting(64, "QA: question pieces kept")
     max_answer_length: int = setting(30, "QA: longest answer span, in tokens")
+    # a user's own table (CSV, TSV, JSON Lines): which columns hold what
+    text_column: Optional[str] = setting(None, "--task PATH: the column of the text (None: the first of sentence, "
+                                               "text, review, sentence1, text_a, premise, question1, content)")
+    text_pair_column: Optional[str] = setting(None, "--task PATH: the column of a pair's second text (None: "
+                                                    "sentence2, text_b, text_pair, hypothesis or question2 if "
+                                                    "there is one; else single sentences)")
+    label_column: Optional[str] = setting(None, "--task PATH: the column of the label (None: label, labels, "
+                                                "gold_label, sentiment, class or category)")
     # data
     max_train: Optional[int] = setting(None, "use at most N training examples (a seeded subsample, for quick "
                                              "CPU runs)")
@@ -145,6 +160,9 @@ class FinetuneConfig(TrainConfig):
         if self.init not in INITS and not os.path.isdir(self.init):
             raise ValueError(f"init must be minilm, random or a `bertedu pretrain --out` folder; "
                              f"{self.init!r} is not a folder")
+        if self.task in TASKS and (self.text_column or self.text_pair_column or self.label_column):
+            raise ValueError("--text-column, --text-pair-column and --label-column name the columns of a file: "
+                             f"they do not apply to --task {self.task}")
         if self.vocab is not None and self.init != "random":
             raise ValueError("vocab applies to init=random only: a pretrained encoder reads its own vocabulary")
         if self.preset not in PRESETS:
@@ -477,7 +495,8 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
     out = Path(cfg.out)
     _check_out(cfg, out, resume)
     _check_init(cfg)
-    task = load_task(cfg.task, seed=cfg.data_seed)
+    columns = {k: getattr(cfg, k) for k in ("text_column", "text_pair_column", "label_column") if getattr(cfg, k)}
+    task = load_task(cfg.task, seed=cfg.data_seed, **columns)
     if cfg.max_train is not None or cfg.max_eval is not None:
         task = task.subsample(cfg.max_train, cfg.max_eval, cfg.data_seed)
     if not task.train or not task.dev:
@@ -498,9 +517,14 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
                                                                  train_cfg, cfg.eval_every, cfg.patience, cfg.progress,
                                                                  resume=resume)
     model.load_state_dict(best["state"])  # the best weights on dev, whatever came after
+    if getattr(io, "version2", False):  # SQuAD 2.0: the "no answer" threshold is chosen on dev
+        predict(model, io, task.dev, cfg.batch_size, dev_items, precision)
+        best["preds"] = io.choose_null_threshold(task.dev)
+        best["metrics"] = io.score(task.dev, best["preds"])
 
     info = {"task": task.name, "kind": task.kind, "labels": task.labels, "head": _head_kwargs(cfg, task),
-            "max_seq_length": io.max_seq_length, "init": cfg.init}
+            "max_seq_length": io.max_seq_length, "init": cfg.init,
+            **({"null_threshold": io.null_threshold} if getattr(io, "version2", False) else {})}
     save_finetuned(model, out, info)
     _write_predictions(out / "predictions_dev.jsonl", task.dev, best["preds"], io, with_gold=True)
     test_metrics, note, extra, extra_sizes = _score_other_splits(model, io, task, out, cfg.batch_size, precision)

@@ -264,3 +264,68 @@ def squad_metrics(preds: Mapping[str, str], golds: Mapping[str, Iterable]) -> di
             em += exact_match(preds[qid], answers)
             f1 += squad_f1(preds[qid], answers)
     return {"exact_match": 100.0 * em / len(golds), "f1": 100.0 * f1 / len(golds)}
+
+
+# ---- SQuAD 2.0: unanswerable questions ---------------------------------------------------
+def _v2_golds(answers) -> list[str]:
+    """v2.0's gold list: the answers whose normalised text is not empty, or [""] for an
+    unanswerable question (so only the empty prediction matches it)."""
+    texts = [answers] if isinstance(answers, str) else [a["text"] if isinstance(a, Mapping) else a for a in answers]
+    return [t for t in texts if normalize_answer(t)] or [""]
+
+
+def squad_v2_metrics(preds: Mapping[str, str], golds: Mapping[str, Iterable]) -> dict[str, float]:
+    """SQuAD 2.0's official metric over every question in `golds` (id -> gold answers, an
+    empty list for an unanswerable one). Percentages:
+
+        exact_match, f1                  all questions
+        has_ans_exact_match, has_ans_f1  the answerable ones (HasAns)
+        no_ans_exact_match, no_ans_f1    the unanswerable ones (NoAns): 100 for "", else 0
+    and the counts has_ans_total, no_ans_total. A prediction of "" means "no answer"; an
+    unanswerable question scores 1 only for it, an answerable one 0 for it (F1 and EM).
+    """
+    if not golds:
+        raise ValueError("golds is empty: nothing to evaluate")
+    missing = [qid for qid in golds if qid not in preds]
+    if missing:
+        warnings.warn(f"{len(missing)} of {len(golds)} questions have no prediction and score 0 (e.g. {missing[0]!r})")
+    sums = {"": [0.0, 0.0, 0], "has_ans_": [0.0, 0.0, 0], "no_ans_": [0.0, 0.0, 0]}
+    for qid, answers in golds.items():
+        gold = _v2_golds(answers)
+        em = max(float(normalize_answer(preds[qid]) == normalize_answer(g)) for g in gold) if qid in preds else 0.0
+        f1 = max(_token_f1(preds[qid], g) for g in gold) if qid in preds else 0.0
+        has_answer = bool([answers] if isinstance(answers, str) else list(answers))  # as the official script
+        for key in ("", "has_ans_" if has_answer else "no_ans_"):
+            sums[key][0] += em
+            sums[key][1] += f1
+            sums[key][2] += 1
+    result = {}
+    for key, (em, f1, n) in sums.items():
+        if n:
+            result[f"{key}exact_match"], result[f"{key}f1"] = 100.0 * em / n, 100.0 * f1 / n
+    result["has_ans_total"], result["no_ans_total"] = sums["has_ans_"][2], sums["no_ans_"][2]
+    return result
+
+
+def best_null_threshold(span_preds: Mapping[str, str], golds: Mapping[str, Iterable],
+                        null_margins: Mapping[str, float], metric: str = "f1") -> tuple[float, float]:
+    """(threshold, best score %) for SQuAD 2.0's "no answer" decision, as the official
+    evaluation's find_best_thresh: a question is answered "" when its null margin
+    (null score - best span score) is above the threshold. Starting from "all unanswered",
+    questions are answered in order of increasing margin; the threshold is the margin at
+    which the total `metric` ("f1" or "exact_match") of the best non-null answers
+    `span_preds` peaks (ties: the lowest such margin, as the official script)."""
+    score = _token_f1 if metric == "f1" else (lambda p, g: float(normalize_answer(p) == normalize_answer(g)))
+    has_answer = {qid: bool(list(answers)) for qid, answers in golds.items()}
+    current = best = float(sum(not h for h in has_answer.values()))  # everything predicted ""
+    # The official script starts from 0.0 here, which need not mean "everything ''"; below the
+    # smallest margin does, so the threshold returned always gives the score returned.
+    threshold = min(null_margins[q] for q in golds) - 1.0
+    for qid in sorted(golds, key=lambda q: null_margins[q]):
+        if has_answer[qid]:
+            current += max(score(span_preds[qid], g) for g in _v2_golds(golds[qid]))
+        elif span_preds[qid]:
+            current -= 1  # an unanswerable question that now gets an answer loses its point
+        if current > best:
+            best, threshold = current, null_margins[qid]
+    return threshold, 100.0 * best / len(golds)

@@ -8,7 +8,9 @@ family gets a `TaskIO`:
     tagging                                 words -> pieces, first piece carries the tag
                                             entity-level precision / recall / F1
     qa                                      [CLS] question [SEP] window [SEP], sliding window
-                                            SQuAD exact match / F1 (percentages)
+                                            SQuAD exact match / F1 (percentages); with
+                                            unanswerable questions (SQuAD 2.0) also HasAns /
+                                            NoAns, "no answer" being the [CLS] span
 
 `predict(model, io, examples)` runs a model over a split and decodes its predictions.
 """
@@ -24,7 +26,14 @@ from .constants import IGNORE_INDEX
 from .data.padding import pad_rows
 from .data.qa import collate_qa, decode_qa, qa_features
 from .data.tagging import align_word_labels, encode_words, word_predictions
-from .metrics import accuracy, entity_prf, f1_score, squad_metrics
+from .metrics import (
+    accuracy,
+    best_null_threshold,
+    entity_prf,
+    f1_score,
+    squad_metrics,
+    squad_v2_metrics,
+)
 from .utils import autocast, eval_mode
 
 if TYPE_CHECKING:  # annotation only: finetune.py imports this module
@@ -161,26 +170,39 @@ class _Window:
 class QAIO(TaskIO):
     """SQuAD-style extractive QA with a sliding window: each example becomes one or more
     windows `[CLS] question [SEP] context piece [SEP]`; the answer is the best span over
-    all windows of the example (`decode_qa`), cut out of the original context."""
+    all windows of the example (`decode_qa`), cut out of the original context.
+
+    SQuAD 2.0 (`version2`: the task has unanswerable questions), as in BERT's run_squad:
+    an unanswerable question trains every window towards the [CLS] span (start = end = 0);
+    its null score is the smallest [CLS] score (start_logit[0] + end_logit[0]) over the
+    windows, and the answer is "" (no answer) when null score - best span score >
+    `null_threshold`, which `choose_null_threshold` sets on dev. Scored with v2.0's metric.
+    """
 
     main_metric = "f1"
 
     def __init__(self, task, tokenizer, max_seq_length: int, doc_stride: int = 128,
-                 max_query_length: int = 64, max_answer_length: int = 30):
+                 max_query_length: int = 64, max_answer_length: int = 30, version2: bool = False):
         super().__init__(task, tokenizer, max_seq_length)
         self.doc_stride, self.max_query_length = doc_stride, max_query_length
         self.max_answer_length = max_answer_length
+        self.version2, self.null_threshold = version2, 0.0
+        self.last_spans: list[str] = []  # the latest decode's best non-null answers ...
+        self.last_null_margins: list[float] = []  # ... and null score - best span score
 
     def encode(self, examples, training: bool = False) -> list[_Window]:
         windows = []
         for i, e in enumerate(examples):
-            if training and not e.answers:
-                continue  # a question without an answer (SQuAD 2.0) has nothing to point at
+            if training and not e.answers and not self.version2:
+                continue  # SQuAD 1.1 style: a question without an answer has nothing to point at
             answer = e.answers[0] if e.answers else None  # train on the first gold answer
             features = qa_features(
                 self.tokenizer, e.question, e.context, self.max_seq_length, self.doc_stride, self.max_query_length,
                 answer_start=answer["answer_start"] if answer else None, answer_text=answer["text"] if answer else None,
             )
+            if training and answer is None:
+                for f in features:  # SQuAD 2.0: no answer is the [CLS] span in every window
+                    f.start_position = f.end_position = 0
             windows.extend(_Window(i, f) for f in features)
         return windows
 
@@ -195,23 +217,45 @@ class QAIO(TaskIO):
         by_example: dict[int, list] = {}
         for w, r in zip(items, rows):
             by_example.setdefault(w.example, []).append((w.feature, r))
-        predictions = []
+        spans, margins = [], []
         for i, e in enumerate(examples):
             windows = by_example.get(i, [])
             try:
                 best = decode_qa([s for _, (s, _) in windows], [t for _, (_, t) in windows],
                                  [f for f, _ in windows], e.context, self.max_answer_length)
-                predictions.append(best.text)
+                spans.append(best.text)
+                null = min(float(s[0] + t[0]) for _, (s, t) in windows)  # [CLS]: position 0 of each window
+                margins.append(null - best.score)
             except ValueError:  # no window with a valid span (an empty context)
-                predictions.append("")
-        return predictions
+                spans.append("")
+                margins.append(float("inf"))
+        self.last_spans, self.last_null_margins = spans, margins
+        return self._decide(spans, margins)
+
+    def _decide(self, spans: list[str], margins: list[float]) -> list[str]:
+        if not self.version2:
+            return spans
+        return ["" if m > self.null_threshold else s for s, m in zip(spans, margins)]
+
+    def choose_null_threshold(self, examples) -> list[str]:
+        """SQuAD 2.0: set `null_threshold` to the one that maximises F1 on `examples` (dev),
+        from the latest decode of those examples (`predict` them first); returns their
+        predictions under it. The official evaluation's best_f1_thresh."""
+        ids = [e.id or str(i) for i, e in enumerate(examples)]
+        self.null_threshold, _ = best_null_threshold(
+            dict(zip(ids, self.last_spans)), {q: self.gold(e) for q, e in zip(ids, examples)},
+            dict(zip(ids, self.last_null_margins)))
+        return self._decide(self.last_spans, self.last_null_margins)
 
     def gold(self, example):
         return [a["text"] for a in example.answers]
 
     def score(self, examples, predictions) -> dict:
-        golds = {e.id or str(i): self.gold(e) for i, e in enumerate(examples) if e.answers}
         preds = {e.id or str(i): p for i, (e, p) in enumerate(zip(examples, predictions))}
+        if self.version2:  # every question counts; an unanswerable one is right only with ""
+            golds = {e.id or str(i): self.gold(e) for i, e in enumerate(examples)}
+            return squad_v2_metrics(preds, golds) if golds else {}
+        golds = {e.id or str(i): self.gold(e) for i, e in enumerate(examples) if e.answers}
         return squad_metrics(preds, golds) if golds else {}
 
 
@@ -224,7 +268,8 @@ def task_io(task, tokenizer, cfg: "FinetuneConfig") -> TaskIO:
         return TaggingIO(task, tokenizer, length)
     if cfg.doc_stride >= length:
         raise ValueError(f"doc_stride ({cfg.doc_stride}) must be below max_seq_length ({length})")
-    return QAIO(task, tokenizer, length, cfg.doc_stride, cfg.max_query_length, cfg.max_answer_length)
+    version2 = any(not e.answers for e in (*task.train, *task.dev))  # SQuAD 2.0's unanswerable questions
+    return QAIO(task, tokenizer, length, cfg.doc_stride, cfg.max_query_length, cfg.max_answer_length, version2)
 
 
 @torch.no_grad()

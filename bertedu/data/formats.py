@@ -16,17 +16,21 @@ Canonical formats (the real course at full size, read offline from files a user 
 
     read_glue_tsv(path)      GLUE TSV: SST-2, MRPC (also MSR's own files), MNLI
     read_conll(path)         CoNLL-2003 columns (or any "word ... tag" columns); IOB1 -> BIO
-    read_squad_json(path)    SQuAD v1.1 JSON (v2.0's is_impossible tolerated)
+    read_squad_json(path)    SQuAD v1.1 and v2.0 JSON (an unanswerable question: no answers)
     hf_examples(dataset)     a Hugging Face `datasets.Dataset` with the glue/sst2,
                              glue/mrpc, glue/mnli, conll2003 or squad schema
-    load_path(path)          a folder (train/dev/test files) or a single file
+    load_path(path)          a folder (train/dev/test files) or a single file, in any of
+                             these or the formats of user_files.py (a user's CSV / TSV /
+                             JSON Lines, CoLA), found by user_files.detect_format
 
 A malformed row raises `DataFormatError` naming the file and line ("train.tsv:17: ...").
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import random
 import re
@@ -35,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MissingFileError, UserError
+
+log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------------------
 # The internal structures
@@ -156,7 +162,7 @@ class DataFormatError(UserError, ValueError):
     with `file:line:` (or `file:`). A UserError: the command line prints it on one line."""
 
     def __init__(self, path: str | os.PathLike, line: int | None, message: str):
-        self.path, self.line = os.fspath(path), line
+        self.path, self.line, self.message = os.fspath(path), line, message
         super().__init__(f"{self.path}:{line}: {message}" if line is not None else f"{self.path}: {message}")
 
 
@@ -238,10 +244,19 @@ def read_glue_tsv(path: str | os.PathLike) -> tuple[str, list[TextClassification
     path = Path(path)
     # -sig: tolerate a byte-order mark (GLUE's MRPC files have one); newline="\n": a stray
     # carriage return inside a sentence does not end the row.
-    with open(path, encoding="utf-8-sig", newline="\n") as handle:
+    with _utf8(path), open(path, encoding="utf-8-sig", newline="\n") as handle:
         header = handle.readline().rstrip("\r\n").split("\t")
         examples = _read_glue_rows(path, header, handle)
     return glue_schema(header), examples
+
+
+@contextlib.contextmanager
+def _utf8(path: Path):
+    """Report a file that is not UTF-8 text as a DataFormatError (not a UnicodeDecodeError)."""
+    try:
+        yield
+    except UnicodeDecodeError as err:
+        raise DataFormatError(path, None, f"not UTF-8 text (byte {err.start}: {err.reason}); save it as UTF-8.") from None
 
 
 def _read_glue_rows(path: Path, header: list[str], lines: Iterable[str]) -> list[TextClassificationExample]:
@@ -316,7 +331,7 @@ def _read_conll(path: str | os.PathLike) -> tuple[list[TaggingExample], bool]:
     tokens: list[str] = []
     tags: list[str] = []
     n_columns = None
-    with open(path, encoding="utf-8-sig") as handle:
+    with _utf8(path), open(path, encoding="utf-8-sig") as handle:
         for line_number, line in enumerate(handle, 1):
             line = line.rstrip("\r\n")
             if not line.strip() or line.startswith("-DOCSTART-"):
@@ -369,13 +384,24 @@ def read_squad_json(path: str | os.PathLike, strict: bool = True) -> list[QAExam
     (`strict=False`; a question left with no answer is dropped too).
     """
     path = Path(path)
-    raw = path.read_text(encoding="utf-8-sig")
+    with _utf8(path):
+        raw = path.read_text(encoding="utf-8-sig")
     try:
         squad = json.loads(raw)
     except json.JSONDecodeError as error:
         raise DataFormatError(path, error.lineno, f"not valid JSON: {error.msg} (column {error.colno}).") from None
+    except (ValueError, RecursionError) as error:  # e.g. an integer of more digits than Python converts
+        raise DataFormatError(path, None, f"not valid JSON: {error}.") from None
     if not isinstance(squad, dict) or not isinstance(squad.get("data"), list):
         raise DataFormatError(path, 1, "not SQuAD JSON: expected {'version': ..., 'data': [articles]}.")
+    try:
+        return _squad_examples(path, raw, squad, strict)
+    except (AttributeError, TypeError, KeyError) as error:  # a field of the wrong JSON type
+        raise DataFormatError(path, None, f"not SQuAD JSON: a field has the wrong type ({error}); expected data -> "
+                              "[{title, paragraphs -> [{context, qas -> [{id, question, answers}]}]}].") from None
+
+
+def _squad_examples(path: Path, raw: str, squad: dict, strict: bool) -> list[QAExample]:
 
     def where(key: str) -> int:  # the line of a question in the file, for error messages
         at = raw.find(json.dumps(key, ensure_ascii=False))
@@ -560,7 +586,13 @@ def _split_role(path: Path) -> str:
     return "train"
 
 
-_DATA_SUFFIXES = ("", ".tsv", ".txt", ".json", ".conll", ".iob", ".train", ".testa", ".testb")
+_DATA_SUFFIXES = ("", ".tsv", ".txt", ".json", ".conll", ".iob", ".train", ".testa", ".testb", ".csv", ".jsonl")
+# A split file proper: train.tsv, dev_matched.tsv, test_mismatched.tsv, valid.txt,
+# train-v2.0.json, eng.testa, ... Beside these, a download may leave other files whose
+# names also say train/dev/test (MRPC: msr_paraphrase_train.txt, dev_ids.tsv): skipped.
+_SPLIT_FILE = re.compile(r"^(?:(?:train|dev|test|valid|validation)(?:[_-](?:matched|mismatched|v\d\.\d))?"
+                         r"(?:\.(?:tsv|csv|jsonl|json|txt|conll|iob))?|eng\.(?:train|testa|testb))$", re.IGNORECASE)
+_SINGLE, _PAIR = ("sst2", "cola", "table-single"), ("mrpc", "mnli", "table-pair")
 
 
 def _is_data_file(path: Path) -> bool:
@@ -574,38 +606,60 @@ def _is_data_file(path: Path) -> bool:
     )
 
 
-def _file_format(path: Path) -> str:
-    """"squad", "glue" or "conll", from the suffix and the first line."""
-    if path.suffix.lower() == ".json":
-        return "squad"
-    with open(path, encoding="utf-8-sig") as handle:
-        first = handle.readline().rstrip("\r\n")
-    return "glue" if glue_schema(first.split("\t")) else "conll"
+def _read_file(path: Path, **columns) -> tuple[str, list, bool]:
+    """(schema, examples, converted from IOB1); the format found by `detect_format`."""
+    from .user_files import detect_format, read_cola_tsv, read_table
 
-
-def _read_file(path: Path) -> tuple[str, list, bool]:
-    """(schema, examples, converted from IOB1)."""
-    form = _file_format(path)
+    form = detect_format(path, **columns)
     if form == "squad":
         return "squad", read_squad_json(path), False
     if form == "glue":
         task, examples = read_glue_tsv(path)
         return task, examples, False
+    if form == "cola":
+        return "cola", read_cola_tsv(path), False
+    if form in ("table", "jsonl"):
+        schema, examples = read_table(path, **columns)
+        return schema, examples, False
     examples, iob1 = _read_conll(path)
     return "conll2003", examples, iob1
 
 
-def load_path(path: str | os.PathLike, seed: int = 0) -> TaskData:
-    """A folder or a file in a canonical format -> `TaskData`.
+def _is_labelled(schema: str, examples: list) -> bool:
+    """False for a classification file without labels (GLUE's test files)."""
+    return schema not in (*_SINGLE, *_PAIR) or any(e.label is not None for e in examples)
+
+
+def _language(examples: list) -> str:
+    """"zh" when most characters of the text are CJK (Chinese NER, one character a line), else "en"."""
+    from ..tokenizer import CJK_RANGES
+
+    text = "".join(" ".join(e.tokens) if hasattr(e, "tokens") else (e.question + e.context if hasattr(e, "question")
+                   else e.text_a + (e.text_b or "")) for e in examples[:200])
+    letters = [c for c in text if not c.isspace()]
+    cjk = sum(any(a <= ord(c) <= b for a, b in CJK_RANGES) for c in letters)
+    return "zh" if letters and cjk / len(letters) > 0.5 else "en"
+
+
+def load_path(path: str | os.PathLike, seed: int = 0, **columns) -> TaskData:
+    """A folder or a file in a known format -> `TaskData`.
 
     A folder: its train / dev / test files, found by name (train.tsv, dev.tsv,
     dev_matched.tsv, test.tsv; eng.train, eng.testa, eng.testb; train.txt, valid.txt,
-    test.txt; train-v1.1.json, dev-v1.1.json), all in one format. A single file is split
-    80/10/10 into train/dev/test with `random.Random(seed)`.
+    test.txt; train-v1.1.json, dev-v2.0.json; train.csv, dev.jsonl), all of one task.
+    Other files whose names mention a split (MRPC's msr_paraphrase_train.txt and
+    dev_ids.tsv) are skipped, with one notice, when split files proper are there. A test
+    file without labels (GLUE's) joins a labelled task of the same kind. A single file is
+    split 80/10/10 into train/dev/test with `random.Random(seed)`.
+
+    Formats (user_files.detect_format): SQuAD JSON (v1.1, v2.0), GLUE TSV, CoLA's
+    headerless TSV, CSV / TSV / JSON Lines with named columns (`columns`: text_column,
+    text_pair_column, label_column, else the common names), CoNLL columns (IOB1 or BIO;
+    also one `character tag` a line for Chinese).
     """
     path = Path(path).expanduser()
     if path.is_file():
-        schema, examples, iob1 = _read_file(path)
+        schema, examples, iob1 = _read_file(path, **columns)
         order = list(range(len(examples)))
         random.Random(seed).shuffle(order)
         n_dev = n_test = len(examples) // 10
@@ -616,15 +670,24 @@ def load_path(path: str | os.PathLike, seed: int = 0) -> TaskData:
         }
         how = f"split 80/10/10 with seed {seed}"
     elif path.is_dir():
-        files = sorted(p for p in path.iterdir() if _is_data_file(p))
-        splits, schemas, iob1 = {"train": [], "dev": [], "test": []}, set(), False
+        candidates = sorted(p for p in path.iterdir() if _is_data_file(p))
+        files = [p for p in candidates if _SPLIT_FILE.match(p.name)] or candidates
+        skipped = [p.name for p in candidates if p not in files]
+        if skipped:  # one notice: what a download script leaves beside the splits
+            log.warning("%s: skipped %s (not train/dev/test files of the task)", path, ", ".join(skipped))
+        splits, schemas, unlabelled, iob1 = {"train": [], "dev": [], "test": []}, set(), set(), False
         for file in files:
-            schema, examples, converted = _read_file(file)
+            schema, examples, converted = _read_file(file, **columns)
             role = _split_role(file)
             if splits.get(role):
                 raise DataFormatError(path, None, f"two {role} files (the second is {file.name}); keep one.")
             splits[role], iob1 = examples, iob1 or converted
-            schemas.add(schema)
+            (schemas if _is_labelled(schema, examples) else unlabelled).add(schema)
+        if unlabelled and len(schemas) == 1:  # GLUE's test.tsv (index, sentence) beside CoLA's train.tsv
+            kind = _SINGLE if next(iter(schemas)) in _SINGLE else _PAIR
+            if all(s in kind for s in unlabelled):
+                unlabelled = set()
+        schemas |= unlabelled
         if not files:
             raise DataFormatError(
                 path, None, "No data files: expected train/dev/test files (.tsv, .txt, .json, .conll, "
@@ -633,11 +696,21 @@ def load_path(path: str | os.PathLike, seed: int = 0) -> TaskData:
         if len(schemas) > 1:
             raise DataFormatError(path, None, f"the files mix formats ({sorted(schemas)}); keep one task per folder.")
         schema = schemas.pop()
-        how = "splits from the file names"
+        how = "splits from the file names" + (f"; skipped {', '.join(skipped)}" if skipped else "")
     else:
         raise MissingFileError(f"No file or folder at {path}.")
     description = f"{schema} format read from {path} ({how}" + ("; IOB1 tags converted to BIO)" if iob1 else ")")
-    return _task_data(path.name, schema, splits, description)
+    task = _task_data(path.name, schema, splits, description)
+    task.language = _language(task.train or task.dev or task.test)
+    return task
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _task_data(
@@ -651,6 +724,15 @@ def _task_data(
         kind, labels = "tagging", bio_labels(entity_types(example.tags for example in everything))
     elif schema == "squad":
         kind, labels = "qa", []
+    elif schema.startswith("table"):  # a user's labels, in sorted order (numbers as numbers)
+        kind = "classification" if schema == "table-single" else "pair-classification"
+        found = {example.label for example in everything} - {None}
+        labels = sorted(found, key=lambda label: (not _is_number(label), float(label) if _is_number(label) else 0,
+                                                  label))
+    elif schema == "cola":
+        from .user_files import COLA_LABELS
+
+        kind, labels = "classification", COLA_LABELS
     else:
         kind = "classification" if schema == "sst2" else "pair-classification"
         labels = {"sst2": SST2_LABELS, "mrpc": MRPC_LABELS, "mnli": MNLI_LABELS}[schema]

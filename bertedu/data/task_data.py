@@ -465,16 +465,19 @@ def load_task(
     """The task named by a `--task` value: an embedded task (sentiment-zh, ner-en, ner-zh,
     paraphrase-en, qa-cloze-en; `options` go to its function), a canonical one from the
     Hugging Face Hub (sst2, mrpc, mnli, conll2003, squad), or a PATH to a folder or file
-    in a canonical format (`load_path`). `max_train` / `max_eval` subsample (seeded)."""
+    in a known format (`load_path`; `options` then name its columns: text_column,
+    text_pair_column, label_column). `max_train` / `max_eval` subsample (seeded)."""
     spec = os.fspath(name_or_path)
     if spec in EMBEDDED_TASKS:
         task = EMBEDDED_TASKS[spec](seed=seed, **options)
-    elif options:
-        raise TypeError(f"Options {sorted(options)} apply to the embedded tasks only, not to {spec!r}.")
-    elif spec in HF_TASKS:
+    elif spec in HF_TASKS and not options:
         task = load_hf_task(spec)
-    elif os.path.exists(os.path.expanduser(spec)):
-        task = load_path(spec, seed=seed)
+    elif os.path.exists(os.path.expanduser(spec)) and set(options) <= {"text_column", "text_pair_column",
+                                                                        "label_column"}:
+        task = load_path(spec, seed=seed, **options)
+    elif options:
+        raise TypeError(f"Options {sorted(options)} apply to the embedded tasks only, not to {spec!r} (a file "
+                        "takes text_column, text_pair_column and label_column).")
     else:
         raise ValueError(f"Unknown task {spec!r}: not one of {', '.join(TASKS)}, and no file or folder by that name.")
     return task.subsample(max_train, max_eval, seed) if max_train is not None or max_eval is not None else task
