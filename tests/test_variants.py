@@ -295,3 +295,20 @@ def test_fast_path_matches_the_readable_path_for_every_variant(family, options):
         labelled = labels != -100
         close(out.mlm_logits, ref.mlm_logits[labelled], "sparse MLM logits")
         assert torch.equal(out.mlm_labels, labels[labelled])
+
+
+def test_variants_save_and_load_through_the_checkpoint_module(tmp_path):
+    from bertedu.checkpoint import load_weights, save_weights
+
+    for family, model in variant_models().items():
+        with torch.no_grad():
+            for p in model.parameters():
+                p.normal_()
+        folder = save_weights(tmp_path / family, model)
+        fresh = type(model)(model.config)
+        load_weights(folder, fresh)
+        a, b = model.state_dict(), fresh.state_dict()
+        assert a.keys() == b.keys()
+        for k in a:
+            assert torch.equal(a[k], b[k]), (family, k)
+        assert fresh.mlm.decoder.weight is fresh.bert.embeddings.word_embeddings.weight
