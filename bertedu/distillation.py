@@ -14,7 +14,12 @@ Why T^2: the gradient of KL(p_t^T || p_s^T) with respect to the student's logits
 multiplying by T^2 keeps the soft term's gradients the same size whatever T, so the
 weights above need no retuning when T changes (tests/test_distillation.py checks this).
 
-The teacher is a fixed target: its logits and hidden states are detached here.
+TinyBERT (Jiao et al. 2020) distils layer by layer instead, the second recipe here
+(`tinybert_layer_loss`): student layer m learns teacher layer g(m) = m * L_t / L_s
+(`uniform_layer_map`), by MSE between hidden states (through a learned projection W_h when
+the widths differ) and between attention maps.
+
+The teacher is a fixed target: its logits, hidden states and attention maps are detached here.
 The student's architecture and its initialisation from the teacher are `bertedu.distilbert`.
 """
 
@@ -25,6 +30,7 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from .heads import masked_lm_loss
 
@@ -112,3 +118,77 @@ def distillation_loss(
         cosine = hidden_cosine_loss(student_hidden, teacher_hidden, mask)
         loss = loss + weights.cosine * cosine
     return DistillationLoss(loss=loss, soft=soft, mlm=mlm, cosine=cosine)
+
+
+# ---- TinyBERT's layer-wise losses -------------------------------------------------------
+
+
+def uniform_layer_map(student_layers: int, teacher_layers: int) -> list[int]:
+    """TinyBERT's g(m) = m * L_t / L_s for m = 0..L_s: hidden state m of the student (0 being
+    the embeddings) learns from hidden state g(m) of the teacher. (4, 12) -> [0, 3, 6, 9, 12]."""
+    if student_layers < 1 or teacher_layers % student_layers:
+        raise ValueError(f"the teacher's {teacher_layers} layers must be a multiple of the student's {student_layers}")
+    k = teacher_layers // student_layers
+    return [m * k for m in range(student_layers + 1)]
+
+
+class HiddenProjection(nn.Module):
+    """TinyBERT's W_h: student hidden states (..., D_s) -> the teacher's width (..., D_t).
+
+    Trained with the student (put its parameters in the optimiser) and thrown away after.
+    """
+
+    def __init__(self, student_width: int, teacher_width: int):
+        super().__init__()
+        self.proj = nn.Linear(student_width, teacher_width)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.proj(hidden)  # (..., D_t)
+
+
+@dataclass
+class LayerwiseLoss:
+    loss: torch.Tensor  # hidden + attention
+    hidden: torch.Tensor
+    attention: torch.Tensor
+
+
+def tinybert_layer_loss(
+    student_hidden: tuple[torch.Tensor, ...],
+    teacher_hidden: tuple[torch.Tensor, ...],
+    student_attentions: tuple[torch.Tensor, ...],
+    teacher_attentions: tuple[torch.Tensor, ...],
+    projection: Optional[nn.Module] = None,
+    attention_mask: Optional[torch.Tensor] = None,
+) -> LayerwiseLoss:
+    """TinyBERT's intermediate-layer loss, summed over the mapped layers.
+
+    student_hidden (L_s + 1 of (B, T, D_s)), teacher_hidden (L_t + 1 of (B, T, D_t)): the
+    models' `hidden_states`, embeddings first; student/teacher_attentions (L of (B, N, T, T)):
+    their `attentions`, the same number of heads N. projection: `HiddenProjection` when
+    D_s != D_t. attention_mask (B, T): only real tokens (query rows) count.
+
+        hidden     sum over m = 0..L_s of MSE(W_h h_s[m], h_t[g(m)])   (m = 0: the embeddings)
+        attention  sum over m = 1..L_s of MSE(A_s[m], A_t[g(m)]), averaged over heads
+
+    Deliberate deviation: TinyBERT compares the attention scores before softmax; bertedu's
+    models return the probabilities, which are compared here (as MiniLM does, there by KL).
+    """
+    mapping = uniform_layer_map(len(student_hidden) - 1, len(teacher_hidden) - 1)
+    if student_attentions[0].size(1) != teacher_attentions[0].size(1):
+        raise ValueError(f"attention maps need the same number of heads: student {student_attentions[0].size(1)}, "
+                         f"teacher {teacher_attentions[0].size(1)}")
+    real = None if attention_mask is None else attention_mask.bool()
+    project = projection if projection is not None else (lambda h: h)
+
+    def rows(x: torch.Tensor) -> torch.Tensor:  # (B, T, ...) -> (P, ...) real tokens only
+        return x if real is None else x[real]
+
+    hidden = sum(F.mse_loss(rows(project(student_hidden[m])).float(), rows(teacher_hidden[g].detach()).float())
+                 for m, g in enumerate(mapping))
+    attention = sum(
+        F.mse_loss(rows(student_attentions[m - 1].transpose(1, 2)).float(),  # (P, N, T) query rows
+                   rows(teacher_attentions[g - 1].detach().transpose(1, 2)).float())
+        for m, g in enumerate(mapping) if m > 0
+    )
+    return LayerwiseLoss(loss=hidden + attention, hidden=hidden, attention=attention)

@@ -150,3 +150,48 @@ def test_the_distillation_loss_trains_a_student_toward_its_teacher():
         loss.backward()
         opt.step()
     assert loss.item() < 0.5 * first
+
+
+# ---- TinyBERT's layer-wise losses ----------------------------------------------------------
+
+def test_uniform_layer_map():
+    from bertedu.distillation import uniform_layer_map
+
+    assert uniform_layer_map(4, 12) == [0, 3, 6, 9, 12]
+    assert uniform_layer_map(3, 6) == [0, 2, 4, 6]
+    with pytest.raises(ValueError, match="multiple"):
+        uniform_layer_map(5, 12)
+
+
+def test_layerwise_loss_is_zero_for_the_teacher_itself_and_positive_for_a_student():
+    from bertedu.distillation import HiddenProjection, tinybert_layer_loss
+
+    t = teacher(4)
+    ids = torch.randint(1, 90, (2, 8))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    with torch.no_grad():
+        t_out = t(ids, attention_mask=mask, output_hidden_states=True, output_attentions=True)
+    same = tinybert_layer_loss(t_out.hidden_states, t_out.hidden_states, t_out.attentions, t_out.attentions,
+                               attention_mask=mask)
+    assert same.loss.item() == 0.0
+    # a narrower 2-layer student, through a learned projection: layers 1, 2 learn teacher layers 2, 4
+    s = BertForPreTraining(BertConfig.tiny(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
+                                           vocab_size=90)).eval()
+    proj = HiddenProjection(64, 128)
+    s_out = s(ids, attention_mask=mask, output_hidden_states=True, output_attentions=True)
+    out = tinybert_layer_loss(s_out.hidden_states, t_out.hidden_states, s_out.attentions, t_out.attentions,
+                              proj, mask)
+    assert out.hidden.item() > 0 and out.attention.item() > 0
+    torch.testing.assert_close(out.loss, out.hidden + out.attention)
+    out.loss.backward()
+    assert proj.proj.weight.grad.abs().sum() > 0 and s.bert.layers[1].attention.query.weight.grad is not None
+    # padding rows count for nothing
+    junk = tuple(h.detach().clone() for h in s_out.hidden_states)
+    for h in junk:
+        h[1, 5:] = 99.0
+    again = tinybert_layer_loss(junk, t_out.hidden_states, s_out.attentions, t_out.attentions, proj, mask)
+    torch.testing.assert_close(again.hidden, out.hidden.detach())
+    with pytest.raises(ValueError, match="same number of heads"):
+        tinybert_layer_loss(s_out.hidden_states, t_out.hidden_states, s_out.attentions,
+                            tuple(a[:, :1] for a in t_out.attentions), proj, mask)
