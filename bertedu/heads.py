@@ -174,14 +174,15 @@ class BertForMaskedLM(nn.Module):
     ) -> MaskedLMOutput:
         if self.fast_forward is not None and not (output_hidden_states or output_attentions):
             fast = self.fast_forward(self, input_ids, token_type_ids, attention_mask, labels, None)
-            return MaskedLMOutput(mlm_logits=fast.mlm_logits, loss=fast.loss, mlm_labels=fast.mlm_labels)
+            return MaskedLMOutput(mlm_logits=fast.mlm_logits, loss=fast.loss, mlm_loss=fast.mlm_loss,
+                                  mlm_labels=fast.mlm_labels)
         out = self.bert(
             input_ids, token_type_ids, attention_mask,
             output_hidden_states=output_hidden_states, output_attentions=output_attentions,
         )
         mlm_logits = self.mlm(out.last_hidden_state)  # (B, T, V)
         loss = None if labels is None else masked_lm_loss(mlm_logits, labels)
-        return MaskedLMOutput(mlm_logits=mlm_logits, loss=loss,
+        return MaskedLMOutput(mlm_logits=mlm_logits, loss=loss, mlm_loss=loss,
                               hidden_states=out.hidden_states, attentions=out.attentions)
 
     def num_parameters(self) -> int:

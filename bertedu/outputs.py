@@ -34,6 +34,7 @@ class MaskedLMOutput:
 
     mlm_logits: torch.Tensor  # (B, T, V); (M, V) on the sparse-MLM fast path
     loss: Optional[torch.Tensor] = None  # the MLM loss, when labels are given
+    mlm_loss: Optional[torch.Tensor] = None  # the same tensor, under BertPreTrainingOutput's name
     hidden_states: Optional[tuple[torch.Tensor, ...]] = None
     attentions: Optional[tuple[torch.Tensor, ...]] = None
     mlm_labels: Optional[torch.Tensor] = None  # (M,): the labels of sparse mlm_logits' rows
