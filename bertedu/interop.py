@@ -92,17 +92,18 @@ def roberta_to_bertedu_name(name: str) -> str | None:
     return hf_to_bertedu_name(name)
 
 
+_ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0."  # the one layer of the one group
 _ALBERT_RULES = {  # after "albert."; transformers' AlbertLayer -> our one shared BertLayer
     "embeddings.LayerNorm.": "embeddings.layer_norm.",
-    "encoder.embedding_hidden_mapping_in.": "embeddings.projection.",
-    "encoder.albert_layer_groups.0.albert_layers.0.attention.dense.": "layers.layer.attention.output.",
-    "encoder.albert_layer_groups.0.albert_layers.0.attention.LayerNorm.": "layers.layer.attention_norm.",
-    "encoder.albert_layer_groups.0.albert_layers.0.attention.": "layers.layer.attention.",  # query, key, value
-    "encoder.albert_layer_groups.0.albert_layers.0.ffn.": "layers.layer.feed_forward.dense_in.",
-    "encoder.albert_layer_groups.0.albert_layers.0.ffn_output.": "layers.layer.feed_forward.dense_out.",
-    "encoder.albert_layer_groups.0.albert_layers.0.full_layer_layer_norm.": "layers.layer.output_norm.",
-    "pooler.": "pooler.dense.",
     "embeddings.": "embeddings.",
+    "encoder.embedding_hidden_mapping_in.": "embeddings.projection.",
+    _ALBERT_LAYER + "attention.dense.": "layers.layer.attention.output.",
+    _ALBERT_LAYER + "attention.LayerNorm.": "layers.layer.attention_norm.",
+    _ALBERT_LAYER + "attention.": "layers.layer.attention.",  # query, key, value
+    _ALBERT_LAYER + "ffn.": "layers.layer.feed_forward.dense_in.",
+    _ALBERT_LAYER + "ffn_output.": "layers.layer.feed_forward.dense_out.",
+    _ALBERT_LAYER + "full_layer_layer_norm.": "layers.layer.output_norm.",
+    "pooler.": "pooler.dense.",
 }
 _ALBERT_HEAD_RULES = {
     "predictions.dense.": "mlm.dense.",
