@@ -29,18 +29,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
-import math
 import os
 import random
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import torch
 
-from .config import BertConfig
 from .constants import IGNORE_INDEX
 from .data.masking import mask_tokens
 from .heads import BertForPreTraining
@@ -55,7 +54,8 @@ FROZEN = ("bert.embeddings.word_embeddings.weight", "mlm.decoder.weight")  # one
 class AdaptConfig:
     out: str = "runs/minilm-mlm"
     corpora: tuple = ("wiki-en", "bible-en:web")
-    steps: int = 1200
+    steps: int = 1200  # the length of the learning-rate schedule
+    stop_after: int | None = None  # stop after this many of its steps (None: all of them)
     batch_size: int = 32
     max_seq_length: int = 128
     lr: float = 1e-4  # encoder
@@ -84,11 +84,12 @@ def held_out_split(documents: list) -> tuple[list, list]:
     return split_documents(documents, HELD_OUT_FRACTION, HELD_OUT_SEED)
 
 
-def wiki_en_held_out() -> list:
-    """The held-out wiki-en documents (lists of sentences)."""
+@functools.lru_cache(maxsize=1)
+def wiki_en_held_out() -> tuple:
+    """The held-out wiki-en documents (lists of sentences), read once per process."""
     from .data.corpora import wiki_en
 
-    return held_out_split(list(wiki_en()))[1]
+    return tuple(held_out_split(list(wiki_en()))[1])
 
 
 def document_sequences(documents: Sequence[Sequence[str]], tokenizer, max_seq_length: int) -> list[list[int]]:
@@ -174,7 +175,7 @@ def param_groups(model: BertForPreTraining, lr: float, head_lr: float, weight_de
 
 @torch.no_grad()
 def masked_accuracy(model: BertForPreTraining, tokenizer, documents=None, seed: int = 0,
-                    max_seq_length: int = EVAL_SEQ_LENGTH, max_sequences: Optional[int] = None,
+                    max_seq_length: int = EVAL_SEQ_LENGTH, max_sequences: int | None = None,
                     batch_size: int = 32) -> dict:
     """Held-out masked-token accuracy (and MLM loss) of `model` on `documents`.
 
@@ -276,7 +277,8 @@ def train(cfg: AdaptConfig) -> Path:
         save_file(trainable_state(model), str(out / "trainable.safetensors"))
 
     evaluate(0)
-    for step in range(1, cfg.steps + 1):
+    last = cfg.steps if cfg.stop_after is None else min(cfg.steps, cfg.stop_after)
+    for step in range(1, last + 1):
         if len(order) < cfg.batch_size:
             epoch = list(range(len(sequences)))
             order_rng.shuffle(epoch)
@@ -295,7 +297,7 @@ def train(cfg: AdaptConfig) -> Path:
         run_loss += output.mlm_loss.item() * m
         run_correct += (output.mlm_logits.argmax(-1) == output.mlm_labels).sum().item()
         run_total += m
-        if step % cfg.eval_every == 0 or step == cfg.steps:
+        if step % cfg.eval_every == 0 or step == last:
             evaluate(step)
     metrics.close()
     (out / "config.json").write_text(json.dumps(dataclasses.asdict(model.config), indent=2) + "\n")
@@ -396,6 +398,8 @@ def _parser() -> argparse.ArgumentParser:
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
             t.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        elif f.name == "stop_after":
+            t.add_argument(flag, type=int, default=None)
         elif f.name == "corpora":
             t.add_argument(flag, nargs="+", default=list(f.default))
         else:
@@ -414,7 +418,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "train":
         values = {k: v for k, v in vars(args).items() if k != "command"}
