@@ -9,7 +9,7 @@ two are the same) under a scratch folder, runs
 in a child process, samples its resident memory and how far it has read into the file
 every 10 s (/proc), reads its peak resident memory (VmHWM, getrusage's ru_maxrss), and
 deletes the file and the run. Prints one JSON record per size. On a slow or busy machine
-`--time-limit S` stops each run after S seconds (SIGINT) and reports how much of the file
+`--time-limit S` stops each run after S seconds (SIGTERM) and reports how much of the file
 it had read: memory against input read is then the measurement.
 
     python benchmarks/stream_memory.py --sizes-mb 256 1024 2048 --scratch /tmp/bertedu-mem
@@ -89,7 +89,7 @@ def measure(size_mb: int, scratch: Path, extra: list[str], time_limit: float | N
         peak = max(peak, status.get("VmHWM", 0))
         samples.append((round(read / 2**20), round(status.get("VmRSS", 0) / 1024)))
         if time_limit and time.perf_counter() - start > time_limit:
-            proc.send_signal(signal.SIGINT)  # stop: what was read so far is the measurement
+            proc.send_signal(signal.SIGTERM)  # stop: what was read so far is the measurement
             proc.wait()
             break
         time.sleep(10)
@@ -104,7 +104,7 @@ def measure(size_mb: int, scratch: Path, extra: list[str], time_limit: float | N
               "completed": completed, "examples": json.loads(meta.read_text()).get("examples") if meta.exists() else None,
               "peak_rss_mib": round(peak_kib / 1024), "elapsed_s": round(elapsed), "returncode": proc.returncode,
               "rss_by_read_mb": samples[:: max(1, len(samples) // 12)]}
-    if proc.returncode not in (0, 130):
+    if proc.returncode not in (0, -signal.SIGTERM, 128 + signal.SIGTERM):
         record["stderr"] = err[-2000:]
     corpus.unlink()
     shutil.rmtree(out, ignore_errors=True)
@@ -116,7 +116,7 @@ def main() -> None:
     parser.add_argument("--sizes-mb", type=int, nargs="+", default=[256, 1024, 2048])
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/bertedu-stream-memory"))
     parser.add_argument("--time-limit", type=float, default=None,
-                        help="stop a run (SIGINT) after this many seconds and report how much of the file it read")
+                        help="stop a run (SIGTERM) after this many seconds and report how much of the file it read")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # internal: measure one size
     args, extra = parser.parse_known_args()
     args.scratch.mkdir(parents=True, exist_ok=True)

@@ -120,6 +120,8 @@ class StopSignals:
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
+                if signal.getsignal(signum) is signal.SIG_IGN:
+                    continue  # ignored on purpose (nohup, a background job of a script): keep it so
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
 

@@ -24,7 +24,7 @@ from bertedu.checkpoint import (
 )
 from bertedu.cli import main
 from bertedu.errors import OutputFolderError
-from bertedu.jobs import LOCK_NAME, run_lock
+from bertedu.jobs import LOCK_NAME, StopSignals, run_lock
 from bertedu.pretrained import minilm_vocab_path
 from bertedu.train import TrainConfig, train
 
@@ -182,8 +182,10 @@ def _pretrain_args(out: Path, vocab: Path) -> list[str]:
 
 
 def _bertedu(args, **kw) -> subprocess.Popen:
+    # SIGINT as in a terminal, even when these tests run as a background job (which ignores it)
     return subprocess.Popen([sys.executable, "-m", "bertedu.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, **kw)
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kw)
 
 
 @pytest.fixture(scope="module")
@@ -237,6 +239,18 @@ def test_a_signal_stops_after_the_step_and_resume_reproduces_the_run(tmp_path, s
     losses = lambda run: [(r["step"], r["loss"]) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
                           if "loss" in r]
     assert losses(out) == losses(uninterrupted)
+
+
+def test_a_signal_ignored_on_purpose_stays_ignored():
+    """nohup, or a script's background job (SIGINT ignored): the run keeps ignoring it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with StopSignals() as stop:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) == stop._handle
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 DDP_SIGNAL_SCRIPT = """
