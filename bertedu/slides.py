@@ -117,6 +117,10 @@ def nbconvert_command(notebooks: Sequence[Path], out: Path, reveal_url_prefix: s
         "--output-dir", str(out),
         "--SlidesExporter.reveal_scroll=True",  # long cells scroll instead of overflowing the slide
         "--SlidesExporter.reveal_number=c/t",
+        # reveal.js scales a 1280 x 800 slide to the screen: a 100-character code line fits
+        # (at nbconvert's default 960 px it was cut off at the right edge)
+        "--SlidesExporter.reveal_width=1280",
+        "--SlidesExporter.reveal_height=800",
     ]
     if assets:
         command += asset_flags(assets)
