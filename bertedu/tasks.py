@@ -317,9 +317,3 @@ class BertForQuestionAnswering(BertTaskModel):
 
             loss = (position_loss(start_logits, start_positions) + position_loss(end_logits, end_positions)) / 2
         return QuestionAnsweringOutput(start_logits, end_logits, loss, out.hidden_states, out.attentions)
-
-
-# Until notebooks 09 and 11 import these from their new homes (bertedu.data.tagging,
-# bertedu.data.qa); then this block goes.
-from .data.qa import collate_qa, decode_qa, qa_features, tokenize_with_offsets, top_spans  # noqa: E402,F401
-from .data.tagging import align_word_labels, encode_words, word_predictions  # noqa: E402,F401
