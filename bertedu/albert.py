@@ -30,8 +30,8 @@ from torch import nn
 
 from .config import BertConfig
 from .embeddings import BertEmbeddings
-from .encoder import BertLayer, BertModel, init_bert_weights
-from .heads import BertMLMHead, BertNSPHead, pretraining_loss
+from .encoder import BertLayer, BertModel
+from .heads import BertMLMHead, BertNSPHead, init_head_layers, pretraining_loss
 from .outputs import AlbertPreTrainingOutput
 
 
@@ -140,9 +140,7 @@ class AlbertForPreTraining(nn.Module):
         self.bert = AlbertModel(config)
         self.mlm = BertMLMHead(config, self.bert.embeddings.word_embeddings)  # H -> E -> V
         self.sop = SentenceOrderHead(config)
-        for layer in (self.mlm.dense, self.mlm.layer_norm, self.sop):
-            layer.apply(lambda m: init_bert_weights(m, config.initializer_range))
-        nn.init.zeros_(self.mlm.decoder.bias)
+        init_head_layers(config, self.mlm, self.sop)
         # bertedu.fast.set_fast_path plugs its forward in here, as in BertForPreTraining.
         self.fast_forward: Optional[Callable[..., Any]] = None
 

@@ -59,6 +59,18 @@ class BertNSPHead(nn.Module):
         return self.classifier(pooled)  # (B, 2)
 
 
+def init_head_layers(config: BertConfig, mlm: BertMLMHead, *others: nn.Module) -> None:
+    """BERT's initialisation for the layers a pretraining model adds on top of its encoder.
+
+    The MLM decoder's weight is the (already initialised) word-embedding matrix, so only
+    the head's own dense and LayerNorm (and `others`: NSP, SOP) are initialised here, and
+    the [PAD] row stays zero; the decoder's bias starts at 0.
+    """
+    for layer in (mlm.dense, mlm.layer_norm, *others):
+        layer.apply(lambda m: init_bert_weights(m, config.initializer_range))
+    nn.init.zeros_(mlm.decoder.bias)
+
+
 class BertForPreTraining(nn.Module):
     """`BertModel` with the MLM and NSP heads.
 
@@ -74,11 +86,7 @@ class BertForPreTraining(nn.Module):
         self.bert = BertModel(config)
         self.mlm = BertMLMHead(config, self.bert.embeddings.word_embeddings)
         self.nsp = BertNSPHead(config)
-        # The decoder's weight is the (already initialised) word-embedding matrix: only
-        # the heads' own layers are initialised here, so the [PAD] row stays zero.
-        for layer in (self.mlm.dense, self.mlm.layer_norm, self.nsp):
-            layer.apply(lambda m: init_bert_weights(m, config.initializer_range))
-        nn.init.zeros_(self.mlm.decoder.bias)
+        init_head_layers(config, self.mlm, self.nsp)
         # The fast path (bertedu.fast.set_fast_path) plugs its forward in here; None: the
         # readable forward below. This module never imports the fast one.
         self.fast_forward: Optional[Callable[..., BertPreTrainingOutput]] = None
@@ -156,9 +164,7 @@ class BertForMaskedLM(nn.Module):
         self.config = config
         self.bert = BertModel(config, add_pooler=False) if bert is None else bert
         self.mlm = BertMLMHead(config, self.bert.embeddings.word_embeddings)
-        for layer in (self.mlm.dense, self.mlm.layer_norm):
-            layer.apply(lambda m: init_bert_weights(m, config.initializer_range))
-        nn.init.zeros_(self.mlm.decoder.bias)
+        init_head_layers(config, self.mlm)
         # bertedu.fast.set_fast_path plugs its forward in here, as in BertForPreTraining.
         self.fast_forward: Optional[Callable[..., BertPreTrainingOutput]] = None
 
