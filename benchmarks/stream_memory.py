@@ -46,12 +46,14 @@ def write_corpus(path: Path, size_bytes: int) -> int:
 
 
 def _proc_status(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak resident memory) of a live process, in KiB."""
+    """VmRSS, VmHWM (peak resident memory), RssAnon (the process's own memory) and RssFile
+    (pages of files it has mapped: the memory-mapped example store, libraries; the kernel
+    can drop them at any time) of a live process, in KiB."""
     out = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
                 out[key] = int(value.split()[0])
     return out
 
@@ -79,7 +81,7 @@ def measure(size_mb: int, scratch: Path, extra: list[str], time_limit: float | N
            "--max-eval-examples", "64", "--no-progress", "--out", str(out), *extra]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    samples, read, peak = [], 0, 0  # (MiB of input read, VmRSS MiB), every 10 s
+    samples, read, peak, anon, files = [], 0, 0, 0, 0  # samples: (MiB of input read, RssAnon MiB), every 10 s
     while proc.poll() is None:
         try:
             status = _proc_status(proc.pid)
@@ -87,7 +89,8 @@ def measure(size_mb: int, scratch: Path, extra: list[str], time_limit: float | N
         except OSError:  # it just ended
             break
         peak = max(peak, status.get("VmHWM", 0))
-        samples.append((round(read / 2**20), round(status.get("VmRSS", 0) / 1024)))
+        anon, files = max(anon, status.get("RssAnon", 0)), max(files, status.get("RssFile", 0))
+        samples.append((round(read / 2**20), round(status.get("RssAnon", 0) / 1024)))
         if time_limit and time.perf_counter() - start > time_limit:
             proc.send_signal(signal.SIGTERM)  # stop: what was read so far is the measurement
             proc.wait()
@@ -102,8 +105,9 @@ def measure(size_mb: int, scratch: Path, extra: list[str], time_limit: float | N
     record = {"size_mb": round(corpus.stat().st_size / 2**20), "documents": documents,
               "read_mb": round(corpus.stat().st_size / 2**20) if completed else round(read / 2**20),
               "completed": completed, "examples": json.loads(meta.read_text()).get("examples") if meta.exists() else None,
-              "peak_rss_mib": round(peak_kib / 1024), "elapsed_s": round(elapsed), "returncode": proc.returncode,
-              "rss_by_read_mb": samples[:: max(1, len(samples) // 12)]}
+              "peak_rss_mib": round(peak_kib / 1024), "peak_anon_mib_sampled": round(anon / 1024),
+              "peak_file_mib_sampled": round(files / 1024), "elapsed_s": round(elapsed), "returncode": proc.returncode,
+              "anon_by_read_mb": samples[:: max(1, len(samples) // 12)] + samples[-1:]}
     if proc.returncode not in (0, -signal.SIGTERM, 128 + signal.SIGTERM):
         record["stderr"] = err[-2000:]
     corpus.unlink()
