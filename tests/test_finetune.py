@@ -126,7 +126,7 @@ def test_classification_from_minilm_on_the_command_line(sst_dir, tmp_path, capsy
     assert len(test) == 8 and all(r["gold"] is None for r in test)
     # The saved model is the one that was scored: reloading it gives the same predictions.
     model, tokenizer, info = load_finetuned(out)
-    from bertedu.data.formats import load_path
+    from bertedu.data.files import load_path
 
     task = load_path(sst_dir)
     cfg = FinetuneConfig(task=str(sst_dir), max_seq_length=info["max_seq_length"])

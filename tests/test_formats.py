@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from bertedu.data.files import load_path
 from bertedu.data.formats import (
     CONLL2003_TAGS,
     MNLI_LABELS,
@@ -17,7 +18,6 @@ from bertedu.data.formats import (
     hf_examples,
     hf_task_data,
     iob1_to_bio,
-    load_path,
     read_conll,
     read_glue_tsv,
     read_squad_json,

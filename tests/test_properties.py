@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
+from bertedu.data.files import load_path
 from bertedu.data.formats import (
     DataFormatError,
-    load_path,
     read_conll,
     read_glue_tsv,
     read_squad_json,

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bertedu.cli import main
-from bertedu.data.formats import DataFormatError, load_path, read_squad_json
+from bertedu.data.files import load_path
+from bertedu.data.formats import DataFormatError, read_squad_json
 from bertedu.data.task_data import load_task
 from bertedu.data.user_files import detect_format, read_cola_tsv
 from bertedu.finetune import FinetuneConfig, finetune

@@ -37,6 +37,7 @@ from .corpora import (
     wiki_en_articles,
     word_overlap,
 )
+from .files import load_path
 from .formats import (
     QAExample,
     TaggingExample,
@@ -46,7 +47,6 @@ from .formats import (
     bio_labels,
     entity_types,
     hf_task_data,
-    load_path,
 )
 
 SENTIMENT_POS = EmbeddedFile(

@@ -1,6 +1,6 @@
 """The files people have: their own tables, CoLA's headerless TSV, and which format a file is in.
 
-Introduced with `bertedu.data.formats.load_path` (the fine-tuning notebooks). Beside the
+Introduced with `bertedu.data.files.load_path` (the fine-tuning notebooks). Beside the
 canonical formats of formats.py this reads
 
     read_table(path, ...)    a user's CSV, TSV or JSON Lines file with named columns: the
@@ -24,14 +24,19 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .formats import _TAG, DataFormatError, TextClassificationExample, glue_schema
+from .formats import (
+    _TAG,
+    COLA_LABELS,
+    DataFormatError,
+    TextClassificationExample,
+    glue_schema,
+)
 
 # Column names looked for when none is given (compared case-insensitively), in this order.
 TEXT_COLUMNS = ("sentence", "text", "review", "sentence1", "text_a", "premise", "question1", "content")
 PAIR_COLUMNS = ("sentence2", "text_b", "text_pair", "hypothesis", "question2")
 LABEL_COLUMNS = ("label", "labels", "gold_label", "sentiment", "class", "category")
 ID_COLUMNS = ("id", "idx", "index", "guid")
-COLA_LABELS = ["unacceptable", "acceptable"]  # CoLA's 0 and 1 (GLUE's and Hugging Face's names)
 SNIFF_LINES = 50  # lines looked at to decide a file's format
 
 # The flags of `bertedu finetune` that name the columns (keyword arguments of read_table).
