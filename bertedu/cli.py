@@ -27,6 +27,7 @@ import typing
 from typing import Optional, Sequence
 
 from .config import PRESETS
+from .pretrained import MASKED_LMS
 from .errors import UserError, one_line
 
 
@@ -111,8 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--resume", action="store_true", help="continue the interrupted run in --out from its latest "
                                                            "checkpoint (the dev evaluations so far are kept)")
 
-    f = sub.add_parser("fill-mask", help="top predictions for each [MASK] in a text, from a pretraining run")
-    f.add_argument("run", help="a `bertedu pretrain --out` folder")
+    f = sub.add_parser("fill-mask", help="top predictions for each [MASK] in a text, from a pretraining run",
+                       formatter_class=_HelpFormatter)
+    f.add_argument("run", help="a `bertedu pretrain --out` folder, or a masked LM shipped with the course: "
+                               + ", ".join(MASKED_LMS))
     f.add_argument("text", nargs="+", help="text with one or more [MASK]")
     f.add_argument("--top-k", type=int, default=5, help="predictions shown per [MASK] (default: 5)")
     f.add_argument("--untrained", action="store_true",
@@ -188,8 +191,9 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "fill-mask":
         from .pretrain import fill_mask, load_pretrained
+        from .pretrained import load_masked_lm
 
-        model, tokenizer = load_pretrained(args.run)
+        model, tokenizer = load_masked_lm(args.run) if args.run in MASKED_LMS else load_pretrained(args.run)
         models = [("trained", model)]
         if args.untrained:
             import torch

@@ -61,6 +61,7 @@ from .checkpoint import (
 )
 from .config import PRESETS, BertConfig
 from .constants import VOCAB_NAME
+from .pretrained import MASKED_LMS
 from .errors import MissingFileError, OutputFolderError, SettingError, as_user_error
 from .jobs import TrainingInterrupted, run_lock, stop_signals
 from .taskio import QAIO, ClassificationIO, TaggingIO, TaskIO, predict, task_io  # noqa: F401 (re-exported)
@@ -79,7 +80,7 @@ MODEL_DIR = "model"
 BEST_DIR = "best"
 TASK_INFO_NAME = "task.json"
 RESULTS_NAME = "results.json"
-INITS = ("minilm", "random")  # or a `bertedu pretrain --out` folder
+INITS = ("minilm", "random", *MASKED_LMS)  # or a `bertedu pretrain --out` folder
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,9 @@ class FinetuneConfig(TrainConfig):
                                         "GLUE .tsv / CoNLL / SQuAD .json files (a folder with train/dev/test "
                                         "files, or one file)")
     init: str = setting("minilm", "where the encoder comes from: minilm (the real all-MiniLM-L6-v2 weights and "
-                                  "vocabulary), a `bertedu pretrain --out` folder (its latest checkpoint and "
-                                  "vocab.txt), or random (no pretraining: the control)")
+                                  "vocabulary), a masked LM shipped with the course (minilm-mlm), a `bertedu "
+                                  "pretrain --out` folder (its latest checkpoint and vocab.txt), or random (no "
+                                  "pretraining: the control)")
     preset: str = setting("mini", f"model size for --init random: {', '.join(PRESETS)} (mini is the size "
                                   "`bertedu pretrain` trains by default)")
     vocab: Optional[str] = setting(None, "vocab.txt for --init random (None: MiniLM's 30,522 pieces for "
@@ -158,7 +160,7 @@ class FinetuneConfig(TrainConfig):
             raise ValueError(f"unknown task {self.task!r}: not one of {', '.join(TASKS)}, and no file or folder "
                              "by that name")
         if self.init not in INITS and not os.path.isdir(self.init):
-            raise ValueError(f"init must be minilm, random or a `bertedu pretrain --out` folder; "
+            raise ValueError(f"init must be one of {', '.join(INITS)} or a `bertedu pretrain --out` folder; "
                              f"{self.init!r} is not a folder")
         if self.task in TASKS and (self.text_column or self.text_pair_column or self.label_column):
             raise ValueError("--text-column, --text-pair-column and --label-column name the columns of a file: "
@@ -243,6 +245,10 @@ def build_model(cfg: FinetuneConfig, task, out: Path):
         encoder, vocab = load_minilm(), minilm_vocab_path()
     elif cfg.init == "random":
         vocab = _random_init_vocab(cfg, task, out)
+    elif cfg.init in MASKED_LMS:  # a masked LM shipped with the course: its encoder
+        from .pretrained import load_masked_lm, masked_lm_vocab_path
+
+        encoder, vocab = load_masked_lm(cfg.init)[0].bert, masked_lm_vocab_path(cfg.init)
     else:
         from .pretrain import load_pretrained
 

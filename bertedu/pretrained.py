@@ -98,6 +98,17 @@ def _source_file(folder: Path, entry) -> Path:
     return minilm_dir() / entry["file"]
 
 
+def _vocab_path(folder: Path, manifest: dict) -> Path:
+    vocab = manifest["vocab"]
+    return folder / vocab if isinstance(vocab, str) else _checked(_source_file(folder, vocab), vocab["sha256"])
+
+
+def masked_lm_vocab_path(name: str) -> Path:
+    """The vocab.txt the shipped masked LM `name` reads (sha256-checked)."""
+    folder = masked_lm_dir(name)
+    return _vocab_path(folder, json.loads((folder / "manifest.json").read_text(encoding="utf-8")))
+
+
 def load_masked_lm_folder(folder: str | Path, impl: str = "fast"):
     """`load_masked_lm` for a folder laid out as under bertedu/weights/ (see `MASKED_LMS`)."""
     import torch
@@ -119,8 +130,7 @@ def load_masked_lm_folder(folder: str | Path, impl: str = "fast"):
         with safe_open(str(source), "pt") as f:
             for ours, theirs in frozen["tensors"].items():
                 state[ours] = f.get_tensor(theirs).float()
-    vocab = manifest["vocab"]
-    vocab_path = folder / vocab if isinstance(vocab, str) else _checked(_source_file(folder, vocab), vocab["sha256"])
+    vocab_path = _vocab_path(folder, manifest)
 
     config = BertConfig(**json.loads((folder / "config.json").read_text(encoding="utf-8")))
     with torch.device("meta"):  # no time spent initialising weights about to be replaced

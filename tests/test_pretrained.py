@@ -193,3 +193,24 @@ def test_same_seed_same_weights(tmp_path):
     for key in first:
         assert torch.equal(first[key], second[key]), key
     assert not torch.equal(first["mlm.dense.weight"], other["mlm.dense.weight"])
+
+
+def test_the_command_line_takes_a_shipped_name(tmp_path, capsys):
+    from bertedu.cli import main
+
+    assert main(["fill-mask", "minilm-mlm", "the man took off [MASK] hat ."]) == 0
+    assert "[MASK] 1: his" in capsys.readouterr().out  # its best answer (notebook 06 shows it too)
+    out = tmp_path / "ft"
+    assert main(["finetune", "--task", "ner-en", "--init", "minilm-mlm", "--steps", "2", "--batch-size", "4",
+                 "--max-train", "8", "--max-eval", "4", "--max-seq-length", "32", "--no-progress",
+                 "--out", str(out)]) == 0
+    from safetensors.torch import load_file
+
+    from bertedu.pretrained import load_masked_lm, masked_lm_vocab_path
+
+    assert (out / "vocab.txt").read_bytes() == masked_lm_vocab_path("minilm-mlm").read_bytes()
+    tuned = load_file(str(out / "model" / "model.safetensors"))
+    shipped = load_masked_lm("minilm-mlm")[0].bert.state_dict()
+    # the encoder started from the shipped weights: two small steps move them only a little
+    layer = "bert.layers.5.output_norm.weight"
+    assert torch.allclose(tuned[layer], shipped[layer.removeprefix("bert.")], atol=1e-2)
