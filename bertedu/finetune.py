@@ -181,6 +181,10 @@ class FinetuneConfig(TrainConfig):
         if self.pooling not in (None, "pooler", "mean"):
             raise ValueError(f"pooling must be 'pooler' or 'mean', got {self.pooling!r}")
 
+    def _check_lr(self) -> None:
+        if self.lr is not None:  # None: resolved_lr() picks it from init and freeze_encoder
+            super()._check_lr()
+
     def resolved_lr(self) -> float:
         if self.lr is not None:
             return self.lr

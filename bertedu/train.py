@@ -129,8 +129,7 @@ class TrainConfig:
         for name in ("batch_size", "grad_accum_steps", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.lr is not None and not self.lr > 0:  # None: a subclass picks it (FinetuneConfig)
-            raise ValueError(f"lr must be positive, got {self.lr}")
+        self._check_lr()
         if self.warmup_ratio is not None and not 0 <= self.warmup_ratio <= 1:
             raise ValueError(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio}")
         if self.warmup_steps and self.steps is None and self.epochs is None:
@@ -138,6 +137,10 @@ class TrainConfig:
                 "warmup_steps needs a step budget (steps or epochs) to place the decay; "
                 "with max_tokens or time_budget give warmup_ratio instead"
             )
+
+    def _check_lr(self) -> None:
+        if self.lr is None or not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
 
     def train_config(self, **changes: Any) -> "TrainConfig":
         """The plain `TrainConfig` part of this config (of a subclass), with `changes`."""

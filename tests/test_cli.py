@@ -48,3 +48,13 @@ def test_a_subclass_config_converts_to_the_loops_config_field_by_field():
     loop = cfg.train_config(out="x")
     assert type(loop) is TrainConfig
     assert (loop.steps, loop.lr, loop.keep_checkpoints, loop.seed, loop.out) == (5, 3e-4, 3, 11, "x")
+
+
+def test_only_finetuning_may_leave_the_learning_rate_to_be_chosen():
+    with pytest.raises(ValueError, match="lr must be positive"):
+        TrainConfig(lr=None, steps=1)
+    with pytest.raises(ValueError, match="lr must be positive"):
+        PretrainConfig(lr=None, steps=1)
+    assert FinetuneConfig(task="ner-en", lr=None).resolved_lr() == 5e-5
+    with pytest.raises(ValueError, match="lr must be positive"):
+        FinetuneConfig(task="ner-en", lr=0.0)
