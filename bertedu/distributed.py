@@ -6,7 +6,10 @@ Used by `bertedu.train`. Without torchrun everything here is one process, rank 0
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import signal
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -44,9 +47,26 @@ def setup_distributed(device: Optional[str] = None) -> DistContext:
     if ctx.device.type == "cuda":
         torch.cuda.set_device(ctx.device)
     if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if ctx.device.type == "cuda" else "gloo")
+        with _stop_signals_blocked():  # the group's threads inherit the mask: signals reach Python's thread
+            dist.init_process_group("nccl" if ctx.device.type == "cuda" else "gloo")
         atexit.register(_leave_process_group)
     return ctx
+
+
+@contextlib.contextmanager
+def _stop_signals_blocked():
+    """Block SIGINT and SIGTERM in this thread for the body. Threads started inside (the
+    process group's communication threads) keep them blocked for good, so the kernel hands
+    a Ctrl-C or a scheduler's SIGTERM to the main thread, where `jobs.StopSignals` handles
+    it, and never interrupts a system call in the middle of a collective."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _leave_process_group() -> None:

@@ -254,8 +254,9 @@ def test_a_signal_ignored_on_purpose_stays_ignored():
 
 
 DDP_SIGNAL_SCRIPT = """
-import os, signal, sys, time
+import faulthandler, os, signal, sys, time
 import torch
+faulthandler.enable()  # should a process abort, its threads' Python stacks reach stderr
 sys.path.insert(0, {tests!r})
 from test_jobs import Toy, toy_data, toy_config
 from bertedu.jobs import TrainingInterrupted
@@ -273,6 +274,14 @@ try:
     train(Toy(), toy_data(64), collate, toy_config(sys.argv[1], steps=50, save_every=0, batch_size=2))
 except TrainingInterrupted as stop:
     open(os.path.join(sys.argv[1], "stopped-" + os.environ["RANK"]), "w").write(str(stop.step))
+
+# the process group's threads block SIGTERM (bit 15 of SigBlk), so it reaches the main thread
+def blocked(task):
+    line = [l for l in open(f"/proc/self/task/{{task}}/status") if l.startswith("SigBlk:")][0]
+    return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+others = [t for t in os.listdir("/proc/self/task") if int(t) != os.getpid()]
+open(os.path.join(sys.argv[1], "threads-" + os.environ["RANK"]), "w").write(
+    f"{{len(others)}} {{sum(map(blocked, others))}} {{int(blocked(os.getpid()))}}")
 """
 
 
@@ -293,4 +302,7 @@ def test_under_torchrun_every_process_stops_at_the_same_step(tmp_path):
     assert proc.returncode == 0, err[-3000:]
     steps = {(tmp_path / "run" / f"stopped-{r}").read_text() for r in (0, 1)}
     assert steps == {"3"}  # both stopped after step 3, the one process 1 was in
+    for r in (0, 1):  # (threads besides the main one, how many block SIGTERM, main blocks it)
+        others, blocking, main = map(int, (tmp_path / "run" / f"threads-{r}").read_text().split())
+        assert others > 0 and blocking == others and main == 0
     assert [p.name for p in list_checkpoints(tmp_path / "run")] == ["checkpoint-3"]
