@@ -88,27 +88,44 @@ def attention_grid(
     heads: Optional[Sequence[int]] = None,
     batch_index: int = 0,
     cell: float = 1.8,
+    token_labels: Optional[str] = None,
 ):
     """A grid of heat maps, one row per layer and one column per head.
 
-    attentions: the model's `attentions`, L tensors of (B, N, T, T).
+    attentions: the model's `attentions`, L tensors of (B, N, T, T); tokens: the T token strings.
+    In each square row i is query tokens[i] and column j the key it attends to.
+    token_labels: "edges" names the queries down the first column and the keys along the
+    bottom row (every square shares them); "all" names them on every square; "none" draws
+    bare squares. None (default) means "edges" when a square of `cell` inches has room for
+    T labels at a legible size (5 pt or more), else "none": give a larger `cell` to get them.
+    Introduced in notebook 03; notebook 04 saves the labelled grid of all-MiniLM-L6-v2.
     """
     import matplotlib.pyplot as plt
 
     layers = list(range(len(attentions))) if layers is None else list(layers)
     heads = list(range(attentions[0].shape[1])) if heads is None else list(heads)
-    fig, axes = plt.subplots(len(layers), len(heads), figsize=(cell * len(heads), cell * len(layers)), squeeze=False)
     T = len(tokens)
+    fontsize = min(8.0, 0.8 * cell * 72 / max(T, 1))  # points: one line of text per token row
+    if token_labels is None:
+        token_labels = "edges" if fontsize >= 5 else "none"
+    if token_labels not in ("edges", "all", "none"):
+        raise ValueError(f'token_labels must be "edges", "all", "none" or None, not {token_labels!r}')
+    fig, axes = plt.subplots(len(layers), len(heads), figsize=(cell * len(heads), cell * len(layers)), squeeze=False)
     for r, layer in enumerate(layers):
         for c, head in enumerate(heads):
             ax = axes[r][c]
             ax.imshow(attentions[layer][batch_index, head, :T, :T].detach().float().cpu().numpy(), cmap="viridis", vmin=0, vmax=1)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            label_queries = token_labels == "all" or (token_labels == "edges" and c == 0)
+            label_keys = token_labels == "all" or (token_labels == "edges" and r == len(layers) - 1)
+            ax.set_yticks(range(T) if label_queries else [], tokens if label_queries else [], fontsize=fontsize)
+            ax.set_xticks(range(T) if label_keys else [], tokens if label_keys else [], fontsize=fontsize, rotation=90)
+            ax.tick_params(length=0, pad=1)
             if r == 0:
                 ax.set_title(f"head {head}", fontsize=8)
             if c == 0:
-                ax.set_ylabel(f"layer {layer}", fontsize=8)
+                ax.set_ylabel(f"layer {layer}\nquery" if token_labels != "none" else f"layer {layer}", fontsize=8)
+            if label_keys and c == 0:
+                ax.set_xlabel("key", fontsize=8)
     fig.tight_layout()
     return fig
 
