@@ -82,7 +82,7 @@ def test_untrained_loss_starts_near_ln_v():
 
 def test_causal_attention_matches_torch_is_causal():
     q, k, v = torch.randn(3, 2, 4, 9, 16).unbind(0)  # (B, N, T, Dh) each
-    ours, probs = scaled_dot_product_attention(q, k, v, causal=True)
+    ours, _ = scaled_dot_product_attention(q, k, v, causal=True)
     torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, is_causal=True))
     # the model's own (1, 1, T, T) boolean mask, given to torch's kernel, is the same thing
     model = tiny_lm(attn_implementation="reference")
