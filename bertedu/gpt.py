@@ -153,7 +153,8 @@ class CausalLM(nn.Module):
         """Left to right: append one token at a time, each drawn from p(next | all before).
 
         input_ids (B, T) -> (B, T + new), new <= max_new_tokens (fewer when every row has
-        produced eos_token_id; a row that has keeps repeating it).
+        produced eos_token_id; a row that has keeps repeating it). The rows are prompts of
+        one length, without padding: new tokens go after position T - 1 of every row.
         top_k=1: greedy, the most likely token every time; top_k=k > 1: sample among the k
         most likely, renormalised; top_k=None: sample from the whole distribution.
         temperature divides the logits before sampling; banned_ids are never produced
