@@ -153,6 +153,6 @@ def test_a_few_steps_learn_a_repeating_sequence():
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert float(loss) < 0.2
+    assert loss.item() < 0.2
     out = model.generate(ids[:1, :5], 10)
     assert out[0, 5:].tolist() == [6, 7, 8, 9, 10, 1, 2, 3, 4, 5]
