@@ -32,7 +32,7 @@ import torch
 
 from .checkpoint import latest_checkpoint, load_weights, read_config
 from .config import PRESETS, BertConfig
-from .constants import VOCAB_NAME
+from .constants import IGNORE_INDEX, VOCAB_NAME
 from .errors import MissingFileError, OutputFolderError, SettingError, as_user_error
 from .fast import set_fast_path
 from .heads import BertForPreTraining
@@ -271,7 +271,7 @@ def _check_inputs(cfg: PretrainConfig, out: Path, resume: bool) -> None:
 
 
 def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
-    from .data import build_pretraining_dataset, collate_pretraining
+    from .data import collate_pretraining
     from .data.corpora import load_corpus
 
     out = Path(cfg.out)
@@ -282,17 +282,7 @@ def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
     tokenizer = load_vocab_tokenizer(prepare_vocab(cfg, corpus, out), impl="fast")
     (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
 
-    common = dict(max_seq_length=cfg.max_seq_length, short_seq_prob=cfg.short_seq_prob,
-                  whole_word=cfg.whole_word, seed=cfg.seed)
-    if cfg.stream:  # examples on disk, one shard of documents in memory at a time
-        dataset, eval_docs = streamed_dataset(cfg, corpus, tokenizer, out)
-    else:
-        train_docs, eval_docs = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, cfg.seed)
-        dataset = build_pretraining_dataset(train_docs, tokenizer, masking=cfg.masking,
-                                            dupe_factor=cfg.dupe_factor, **common)
-    # Held-out examples get one fixed mask each, so every evaluation sees the same task.
-    eval_dataset = build_pretraining_dataset(eval_docs, tokenizer, masking="static", **common)
-    eval_dataset.examples = eval_dataset.examples[: cfg.max_eval_examples]
+    dataset, eval_dataset = build_datasets(cfg, corpus, tokenizer, out)
 
     seed_everything(cfg.seed)  # the initial weights come from --seed too: same command, same run
     model = BertForPreTraining(_model_config(cfg, len(tokenizer)))
@@ -315,6 +305,44 @@ def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
     if result.records:
         plot_metrics(result.records, out / "metrics.png")
     return result
+
+
+def build_datasets(cfg: PretrainConfig, corpus, tokenizer, out: Path):
+    """(training data set, held-out data set) as a run with these settings reads them."""
+    from .data import build_pretraining_dataset
+
+    common = dict(max_seq_length=cfg.max_seq_length, short_seq_prob=cfg.short_seq_prob,
+                  whole_word=cfg.whole_word, seed=cfg.seed)
+    if cfg.stream:  # examples on disk, one shard of documents in memory at a time
+        dataset, eval_docs = streamed_dataset(cfg, corpus, tokenizer, out)
+    else:
+        train_docs, eval_docs = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, cfg.seed)
+        dataset = build_pretraining_dataset(train_docs, tokenizer, masking=cfg.masking,
+                                            dupe_factor=cfg.dupe_factor, **common)
+    # Held-out examples get one fixed mask each, so every evaluation sees the same task.
+    eval_dataset = build_pretraining_dataset(eval_docs, tokenizer, masking="static", **common)
+    eval_dataset.examples = eval_dataset.examples[: cfg.max_eval_examples]
+    return dataset, eval_dataset
+
+
+def count_baselines(cfg: PretrainConfig) -> dict:
+    """What the neighbouring tokens alone give on a run's held-out task: the accuracy of
+    `bertedu.ngram`'s count-based predictors (unigram, left neighbour, both neighbours),
+    counted over the run's training examples and scored on exactly the held-out examples
+    and masks its evaluations use (same corpus, vocabulary, length and seed). No training.
+    Needs `cfg.vocab` (the run's vocabulary) and an in-memory corpus."""
+    from .data import collate_pretraining
+    from .data.corpora import load_corpus
+    from .ngram import NeighbourCounts
+
+    if cfg.vocab is None or cfg.stream:
+        raise SettingError("count_baselines needs --vocab (the run's vocabulary) and no --stream")
+    tokenizer = load_vocab_tokenizer(cfg.vocab, impl="fast")
+    dataset, eval_dataset = build_datasets(cfg, load_corpus(cfg.corpus), tokenizer, Path(cfg.out or "."))
+    counts = NeighbourCounts.from_rows(example.input_ids for example in dataset.examples)
+    batch = collate_pretraining([eval_dataset[i] for i in range(len(eval_dataset))], pad_token_id=tokenizer.pad_token_id)
+    return {**counts.score(batch["input_ids"], batch["labels"]), "training_tokens": counts.tokens,
+            "heldout_predictions": int((batch["labels"] != IGNORE_INDEX).sum())}
 
 
 def _model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:

@@ -8,6 +8,7 @@ from safetensors.torch import load_file
 
 from bertedu.checkpoint import latest_checkpoint
 from bertedu.cli import build_parser, main, parse_duration
+from bertedu.errors import SettingError
 from bertedu.pretrain import PretrainConfig, fill_mask, load_pretrained, pretrain
 
 SMALL = ["--corpus", "wiki-en", "--max-documents", "24", "--vocab-size", "1500", "--no-progress",
@@ -164,3 +165,20 @@ def test_without_nsp_only_the_masked_lm_trains(tmp_path):
     assert torch.equal(first["nsp.classifier.weight"], last["nsp.classifier.weight"])  # no gradient reached it
     assert not torch.equal(first["mlm.dense.weight"], last["mlm.dense.weight"])
     assert json.loads((out / "run.json").read_text())["nsp"] is False
+
+
+def test_count_baselines_score_the_runs_own_held_out_masks(tiny_run, tmp_path):
+    from bertedu.pretrain import count_baselines
+
+    vocab = str(tiny_run / "vocab.txt")
+    cfg = PretrainConfig(preset="tiny", corpus="wiki-en", max_documents=24, vocab=vocab, max_seq_length=64, steps=1)
+    scores = count_baselines(cfg)
+    assert scores["training_tokens"] > 1000 and scores["heldout_predictions"] > 50
+    assert 0 < scores["unigram"] < scores["left+right"] < 1
+    # text whose every word fixes its neighbours: both neighbours give (almost) every masked word
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(["the war was in the north of the city .\nit was a long and cold war ."] * 60) + "\n")
+    scores = count_baselines(PretrainConfig(preset="tiny", corpus=str(corpus), vocab=vocab, max_seq_length=32, steps=1))
+    assert scores["left+right"] > 0.7 and scores["unigram"] < 0.3
+    with pytest.raises(SettingError, match="needs --vocab"):
+        count_baselines(PretrainConfig(preset="tiny", corpus="wiki-en", steps=1))
