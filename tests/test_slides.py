@@ -12,7 +12,7 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 ALL = sorted(NOTEBOOKS.glob("*.ipynb"))
 SLIDE_TYPES = {"slide", "subslide", "fragment", "-", "skip", "notes"}
 # the notebooks tagged so far; the others gain their slide metadata as they are revised
-TAGGED = ["00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14"]
+TAGGED = ["00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "16", "17"]
 
 
 @pytest.mark.parametrize("prefix", TAGGED)
