@@ -154,3 +154,57 @@ def load_masked_lm(name: str, impl: str = "fast"):
         model, tok = load_masked_lm("minilm-mlm")
     """
     return load_masked_lm_folder(masked_lm_dir(name), impl=impl)
+
+
+def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: str | None = None) -> Path:
+    """A `bertedu pretrain` run's last checkpoint as a shipped masked LM folder: its
+    model.safetensors (fp32, as trained), config.json, the run's vocab.txt, manifest.json
+    (sha256 of each) and COMMAND.md (the `command` that made the run, and this export).
+    Add the folder's name to `MASKED_LMS` to load it by name."""
+    import shutil
+
+    from .checkpoint import latest_checkpoint
+    from .constants import VOCAB_NAME
+    from .data.corpora import file_sha256
+
+    run, to = Path(run), Path(to)
+    checkpoint = latest_checkpoint(run)
+    if checkpoint is None:
+        raise FileNotFoundError(f"{run} holds no checkpoint-<step> folder to export")
+    to.mkdir(parents=True, exist_ok=True)
+    for source, target in [(checkpoint / "model.safetensors", "model.safetensors"),
+                           (checkpoint / "config.json", "config.json"), (run / VOCAB_NAME, "vocab.txt")]:
+        shutil.copyfile(source, to / target)
+        (to / target).chmod(0o644)  # readable by whoever installs the package
+    manifest = {"kind": "BertForPreTraining",
+                "files": {f: file_sha256(to / f) for f in ("model.safetensors", "vocab.txt")},
+                "vocab": "vocab.txt", "lowercase": True, "from": f"{run.name}/{checkpoint.name}"}
+    (to / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    run_settings = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    (to / "COMMAND.md").write_text(
+        f"# {name or to.name}: how these weights were made\n\n"
+        f"Pretrained from random weights by one `bertedu pretrain` command ({checkpoint.name} of the run):\n\n"
+        "```\n" + command + "\n```\n\nexported with\n\n```\n"
+        f"python -m bertedu.pretrained export {run} {to} --command '<the command above>'\n```\n\n"
+        "The run's settings (run.json):\n\n```json\n" + json.dumps(run_settings, indent=2) + "\n```\n",
+        encoding="utf-8")
+    return to
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bertedu.pretrained",
+                                     description="Export a bertedu pretrain run as a shipped masked LM folder.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    export = sub.add_parser("export", help="a run's last checkpoint -> bertedu/weights/NAME")
+    export.add_argument("run")
+    export.add_argument("to")
+    export.add_argument("--command", required=True, help="the bertedu pretrain command that made the run")
+    args = parser.parse_args(argv)
+    print(export_pretrain_run(args.run, args.to, args.command))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

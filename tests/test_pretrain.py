@@ -182,3 +182,18 @@ def test_count_baselines_score_the_runs_own_held_out_masks(tiny_run, tmp_path):
     assert scores["left+right"] > 0.7 and scores["unigram"] < 0.3
     with pytest.raises(SettingError, match="needs --vocab"):
         count_baselines(PretrainConfig(preset="tiny", corpus="wiki-en", steps=1))
+
+
+def test_a_run_exports_as_a_shipped_masked_lm(tiny_run, tmp_path):
+    from bertedu.pretrained import WeightsIntegrityError, export_pretrain_run, load_masked_lm_folder
+
+    folder = export_pretrain_run(tiny_run, tmp_path / "course-test", "bertedu pretrain --preset tiny ...")
+    assert "bertedu pretrain --preset tiny ..." in (folder / "COMMAND.md").read_text()
+    shipped, tokenizer = load_masked_lm_folder(folder)
+    trained, _ = load_pretrained(tiny_run)
+    text = "the war was in the [MASK] ."
+    assert fill_mask(shipped, tokenizer, text) == fill_mask(trained, tokenizer, text)  # the same weights
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + bytes([weights.read_bytes()[-1] ^ 0xFF]))
+    with pytest.raises(WeightsIntegrityError, match="sha256"):
+        load_masked_lm_folder(folder)
