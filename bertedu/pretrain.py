@@ -319,10 +319,27 @@ def build_datasets(cfg: PretrainConfig, corpus, tokenizer, out: Path):
         train_docs, eval_docs = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, cfg.seed)
         dataset = build_pretraining_dataset(train_docs, tokenizer, masking=cfg.masking,
                                             dupe_factor=cfg.dupe_factor, **common)
+    return dataset, _heldout_dataset(cfg, eval_docs, tokenizer)
+
+
+def heldout_dataset(cfg: PretrainConfig, tokenizer):
+    """The held-out data set a run with these settings evaluates on (no training set built)."""
+    from .data.corpora import load_corpus
+
+    if cfg.stream:
+        raise SettingError("heldout_dataset reads an in-memory corpus (no --stream)")
+    _, eval_docs = split_documents(corpus_documents(cfg, load_corpus(cfg.corpus)), cfg.eval_documents, cfg.seed)
+    return _heldout_dataset(cfg, eval_docs, tokenizer)
+
+
+def _heldout_dataset(cfg: PretrainConfig, eval_docs, tokenizer):
+    from .data import build_pretraining_dataset
+
     # Held-out examples get one fixed mask each, so every evaluation sees the same task.
-    eval_dataset = build_pretraining_dataset(eval_docs, tokenizer, masking="static", **common)
+    eval_dataset = build_pretraining_dataset(eval_docs, tokenizer, masking="static", max_seq_length=cfg.max_seq_length,
+                                             short_seq_prob=cfg.short_seq_prob, whole_word=cfg.whole_word, seed=cfg.seed)
     eval_dataset.examples = eval_dataset.examples[: cfg.max_eval_examples]
-    return dataset, eval_dataset
+    return eval_dataset
 
 
 def count_baselines(cfg: PretrainConfig) -> dict:

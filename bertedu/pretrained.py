@@ -57,6 +57,7 @@ WEIGHTS_DIR = Path(__file__).parent / "weights"
 # frozen tensors come from) and model.safetensors (possibly fp16; loaded as fp32).
 MASKED_LMS = {
     "minilm-mlm": "minilm-mlm",  # all-MiniLM-L6-v2 + MLM head, continued (bertedu.mlm_adapt)
+    "course-zh": "course-zh",  # tiny, pretrained from random weights on People's Daily (COMMAND.md)
 }
 
 
@@ -158,8 +159,9 @@ def load_masked_lm(name: str, impl: str = "fast"):
 
 def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: str | None = None) -> Path:
     """A `bertedu pretrain` run's last checkpoint as a shipped masked LM folder: its
-    model.safetensors (fp32, as trained), config.json, the run's vocab.txt, manifest.json
-    (sha256 of each) and COMMAND.md (the `command` that made the run, and this export).
+    model.safetensors (fp32, as trained), config.json, the run's vocab.txt and run.json (its
+    settings, so its held-out set can be rebuilt), manifest.json (sha256 of the weights and
+    vocabulary) and COMMAND.md (the `command` that made the run, and this export).
     Add the folder's name to `MASKED_LMS` to load it by name."""
     import shutil
 
@@ -173,7 +175,8 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
         raise FileNotFoundError(f"{run} holds no checkpoint-<step> folder to export")
     to.mkdir(parents=True, exist_ok=True)
     for source, target in [(checkpoint / "model.safetensors", "model.safetensors"),
-                           (checkpoint / "config.json", "config.json"), (run / VOCAB_NAME, "vocab.txt")]:
+                           (checkpoint / "config.json", "config.json"), (run / VOCAB_NAME, "vocab.txt"),
+                           (run / "run.json", "run.json")]:
         shutil.copyfile(source, to / target)
         (to / target).chmod(0o644)  # readable by whoever installs the package
     manifest = {"kind": "BertForPreTraining",

@@ -1,0 +1,86 @@
+"""Past the plateau: finished `bertedu pretrain` runs against what the neighbours alone give.
+
+For each run folder: its held-out MLM accuracy and its training and held-out MLM loss
+against the step, and, as dotted lines in its colour, the held-out accuracy of the
+count-based predictors (`bertedu.pretrain.count_baselines`: the most frequent token, the
+left neighbour, both neighbours) on exactly the run's held-out examples and masks.
+Writes figures/pretrain_plateau.png and prints a markdown table (one row per run).
+
+    python benchmarks/plateau.py runs/course-en-tiny runs/course-zh-tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def read_run(folder: Path) -> dict:
+    from bertedu.pretrain import PretrainConfig, count_baselines
+
+    records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    settings = json.loads((folder / "run.json").read_text())
+    cfg = PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None})
+    return {
+        "name": folder.name, "settings": settings,
+        "train": [(r["step"], r["mlm_loss"]) for r in records if r.get("mlm_loss") is not None],
+        "eval": [(r["step"], r["eval_mlm_accuracy"], r["eval_mlm_loss"]) for r in records if "eval_mlm_accuracy" in r],
+        "last": [r for r in records if "loss" in r][-1],
+        "baselines": count_baselines(cfg),
+    }
+
+
+def plot(runs: list[dict], path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4))
+    FigureCanvasAgg(fig)
+    ax_acc, ax_loss = fig.subplots(1, 2)
+    for i, run in enumerate(runs):
+        colour = f"C{i}"
+        steps, acc, loss = zip(*run["eval"])
+        ax_acc.plot(steps, acc, marker="o", ms=3, color=colour, label=f"{run['name']}: held-out")
+        for style, key in ((":", "unigram"), ("-.", "left"), ("--", "left+right")):
+            ax_acc.axhline(run["baselines"][key], color=colour, ls=style, lw=1,
+                           label=f"{run['name']}: counts, {key} ({run['baselines'][key]:.3f})")
+        train_steps, train_loss = zip(*run["train"])
+        ax_loss.plot(train_steps, train_loss, color=colour, alpha=0.35, lw=1, label=f"{run['name']}: training")
+        ax_loss.plot(steps, loss, marker="o", ms=3, color=colour, label=f"{run['name']}: held-out")
+    ax_acc.set(xlabel="step", ylabel="held-out MLM accuracy", title="masked-token accuracy (lines: count predictors)")
+    ax_loss.set(xlabel="step", ylabel="MLM loss", title="MLM loss: training (faint) and held-out")
+    for ax in (ax_acc, ax_loss):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+")
+    parser.add_argument("--figure", default=None, help="default: figures/pretrain_plateau.png")
+    args = parser.parse_args()
+    from bertedu.viz import figures_dir
+
+    runs = [read_run(Path(folder)) for folder in args.runs]
+    print("| run | steps | tokens | minutes | held-out MLM acc. (step) | counts: unigram / left / both neighbours |")
+    print("|---|--:|--:|--:|---|---|")
+    for run in runs:
+        best = max(run["eval"], key=lambda e: e[1])
+        last, b = run["last"], run["baselines"]
+        print(f"| {run['name']} | {last['step']:,} | {last['tokens'] / 1e6:.1f}M | {last['elapsed'] / 60:.0f} | "
+              f"{run['eval'][-1][1]:.3f} (best {best[1]:.3f} at {best[0]:,}) | "
+              f"{b['unigram']:.3f} / {b['left']:.3f} / {b['left+right']:.3f} |")
+    path = Path(args.figure) if args.figure else figures_dir() / "pretrain_plateau.png"
+    plot(runs, path)
+    print(f"figure: {path}")
+
+
+if __name__ == "__main__":
+    main()
