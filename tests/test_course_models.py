@@ -1,0 +1,47 @@
+"""The course's own masked LMs, pretrained from random weights by one `bertedu pretrain`
+command each (bertedu/weights/<name>/COMMAND.md): they load by name, sha256-checked, fill
+in words from their context, and score on their run's held-out set what the run recorded."""
+
+import json
+
+import pytest
+
+from bertedu.data import collate_pretraining
+from bertedu.pretrain import PretrainConfig, fill_mask, heldout_dataset
+from bertedu.pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir
+from bertedu.train import evaluate
+
+# name -> (held-out MLM accuracy the run recorded at its last step (bf16), probes: text, expected top-1)
+COURSE_MODELS = {
+    "course-zh": (0.3758, [("中国的首都是北[MASK]。", "京"), ("我们要努力学[MASK]。", "习")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COURSE_MODELS))
+def test_registered_with_its_command_and_run_settings(name):
+    assert name in MASKED_LMS
+    folder = masked_lm_dir(name)
+    assert "bertedu pretrain" in (folder / "COMMAND.md").read_text(encoding="utf-8")
+    settings = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    assert settings["init_from"] is None  # from random weights, not from someone else's
+
+
+@pytest.mark.parametrize("name", sorted(COURSE_MODELS))
+def test_fills_words_from_their_context(name):
+    model, tokenizer = load_masked_lm(name)
+    for text, expected in COURSE_MODELS[name][1]:
+        (best, p), *_ = fill_mask(model, tokenizer, text)[0]
+        assert best == expected and p > 0.3, (text, fill_mask(model, tokenizer, text))
+
+
+@pytest.mark.parametrize("name", sorted(COURSE_MODELS))
+def test_held_out_accuracy_is_the_recorded_one(name):
+    folder = masked_lm_dir(name)
+    settings = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    cfg = PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None})
+    model, tokenizer = load_masked_lm(name)
+    data = heldout_dataset(cfg, tokenizer)
+    assert len(data) == cfg.max_eval_examples
+    result = evaluate(model, data, lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id),
+                      cfg.batch_size, cfg.seed, precision="fp32")
+    assert result["mlm_accuracy"] == pytest.approx(COURSE_MODELS[name][0], abs=0.005)  # fp32 here, bf16 in the run
