@@ -11,9 +11,13 @@ from bertedu.pretrain import PretrainConfig, fill_mask, heldout_dataset
 from bertedu.pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir
 from bertedu.train import evaluate
 
-# name -> (held-out MLM accuracy the run recorded at its last step (bf16), probes: text, expected top-1)
+# name -> (held-out MLM accuracy its run recorded at its last step (bf16),
+#          probes: (text, a token expected among the best k, k))
 COURSE_MODELS = {
-    "course-zh": (0.3758, [("中国的首都是北[MASK]。", "京"), ("我们要努力学[MASK]。", "习")]),
+    "course-zh": (0.3758, [("中国的首都是北[MASK]。", "京", 1), ("我们要努力学[MASK]。", "习", 1)]),
+    # the English model knows which kind of word fits (a verb, a year, a body of water), not facts
+    "course-en": (0.2974, [("she [MASK] a book .", "wrote", 5), ("the river flows into the [MASK] .", "ocean", 5),
+                           ("many people [MASK] in the city .", "live", 5)]),
 }
 
 
@@ -29,9 +33,9 @@ def test_registered_with_its_command_and_run_settings(name):
 @pytest.mark.parametrize("name", sorted(COURSE_MODELS))
 def test_fills_words_from_their_context(name):
     model, tokenizer = load_masked_lm(name)
-    for text, expected in COURSE_MODELS[name][1]:
-        (best, p), *_ = fill_mask(model, tokenizer, text)[0]
-        assert best == expected and p > 0.3, (text, fill_mask(model, tokenizer, text))
+    for text, expected, k in COURSE_MODELS[name][1]:
+        best = [token for token, _ in fill_mask(model, tokenizer, text, top_k=k)[0]]
+        assert expected in best, (text, fill_mask(model, tokenizer, text))
 
 
 @pytest.mark.parametrize("name", sorted(COURSE_MODELS))
