@@ -7,6 +7,7 @@ left neighbour, both neighbours) on exactly the run's held-out examples and mask
 Writes figures/pretrain_plateau.png and prints a markdown table (one row per run).
 
     python benchmarks/plateau.py runs/course-en-tiny runs/course-zh-tiny
+    python benchmarks/plateau.py --cross-masks runs/a runs/b   # each run on both held-out mask kinds
 """
 
 from __future__ import annotations
@@ -61,11 +62,36 @@ def plot(runs: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+def cross_masks(folders: list[str]) -> None:
+    """Each run's last checkpoint on its held-out documents with masks drawn per token and per
+    whole word (same documents and seed; the run's precision), as a markdown table."""
+    from bertedu.data import collate_pretraining
+    from bertedu.pretrain import PretrainConfig, heldout_dataset, load_pretrained
+    from bertedu.train import evaluate
+
+    print("| run | held-out MLM acc., token masks | held-out MLM acc., whole-word masks |\n|---|--:|--:|")
+    for folder in map(Path, folders):
+        model, tokenizer = load_pretrained(folder)
+        settings = json.loads((folder / "run.json").read_text())
+        scores = []
+        for whole_word in (False, True):
+            cfg = PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None, "whole_word": whole_word})
+            result = evaluate(model, heldout_dataset(cfg, tokenizer),
+                              lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id),
+                              cfg.batch_size, cfg.seed, precision=cfg.precision)
+            scores.append(result["mlm_accuracy"])
+        print(f"| {folder.name} | {scores[0]:.3f} | {scores[1]:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+")
     parser.add_argument("--figure", default=None, help="default: figures/pretrain_plateau.png")
+    parser.add_argument("--cross-masks", action="store_true", help="only the table of each run on both mask kinds")
     args = parser.parse_args()
+    if args.cross_masks:
+        cross_masks(args.runs)
+        return
     from bertedu.viz import figures_dir
 
     runs = [read_run(Path(folder)) for folder in args.runs]
