@@ -43,8 +43,12 @@ def main() -> None:
         vocab, preset_of = masked_lm_vocab_path(args.init), masked_lm_dir(args.init)
     else:
         vocab, preset_of = Path(args.init) / "vocab.txt", Path(args.init)
-    hidden = json.loads(next(preset_of.rglob("config.json")).read_text())["hidden_size"]
-    preset = {128: "tiny", 256: "mini", 512: "small"}[hidden]
+    from bertedu.config import PRESETS, BertConfig
+
+    size = json.loads(next(preset_of.rglob("config.json")).read_text())
+    shape = lambda c: (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["intermediate_size"])
+    # random weights of the same size: the preset whose shape the pretrained model has
+    preset = next(name for name in PRESETS if shape(vars(BertConfig.preset(name))) == shape(size))
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     rows = []
     for task in args.tasks.split(","):

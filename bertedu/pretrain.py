@@ -311,15 +311,19 @@ def build_datasets(cfg: PretrainConfig, corpus, tokenizer, out: Path):
     """(training data set, held-out data set) as a run with these settings reads them."""
     from .data import build_pretraining_dataset
 
-    common = dict(max_seq_length=cfg.max_seq_length, short_seq_prob=cfg.short_seq_prob,
-                  whole_word=cfg.whole_word, seed=cfg.seed)
     if cfg.stream:  # examples on disk, one shard of documents in memory at a time
         dataset, eval_docs = streamed_dataset(cfg, corpus, tokenizer, out)
     else:
         train_docs, eval_docs = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, cfg.seed)
         dataset = build_pretraining_dataset(train_docs, tokenizer, masking=cfg.masking,
-                                            dupe_factor=cfg.dupe_factor, **common)
+                                            dupe_factor=cfg.dupe_factor, **_example_settings(cfg))
     return dataset, _heldout_dataset(cfg, eval_docs, tokenizer)
+
+
+def _example_settings(cfg: PretrainConfig) -> dict:
+    """How documents become examples, the same for the training and the held-out set."""
+    return dict(max_seq_length=cfg.max_seq_length, short_seq_prob=cfg.short_seq_prob,
+                whole_word=cfg.whole_word, seed=cfg.seed)
 
 
 def heldout_dataset(cfg: PretrainConfig, tokenizer):
@@ -336,8 +340,7 @@ def _heldout_dataset(cfg: PretrainConfig, eval_docs, tokenizer):
     from .data import build_pretraining_dataset
 
     # Held-out examples get one fixed mask each, so every evaluation sees the same task.
-    eval_dataset = build_pretraining_dataset(eval_docs, tokenizer, masking="static", max_seq_length=cfg.max_seq_length,
-                                             short_seq_prob=cfg.short_seq_prob, whole_word=cfg.whole_word, seed=cfg.seed)
+    eval_dataset = build_pretraining_dataset(eval_docs, tokenizer, masking="static", **_example_settings(cfg))
     eval_dataset.examples = eval_dataset.examples[: cfg.max_eval_examples]
     return eval_dataset
 
