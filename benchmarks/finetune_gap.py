@@ -48,7 +48,10 @@ def main() -> None:
     size = json.loads(next(preset_of.rglob("config.json")).read_text())
     shape = lambda c: (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["intermediate_size"])
     # random weights of the same size: the preset whose shape the pretrained model has
-    preset = next(name for name in PRESETS if shape(vars(BertConfig.preset(name))) == shape(size))
+    preset = next((name for name in PRESETS if shape(vars(BertConfig.preset(name))) == shape(size)), None)
+    if preset is None:
+        raise SystemExit(f"{args.init}: its size {shape(size)} is no preset, so random weights of the same size "
+                         f"cannot be made by --preset (presets: {', '.join(PRESETS)})")
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     rows = []
     for task in args.tasks.split(","):
