@@ -33,6 +33,7 @@ PRESETS: dict[str, tuple[int, int, int]] = {
     "medium": (8, 512, 8),
     "base": (12, 768, 12),
     "large": (24, 1024, 16),
+    "minilm": (6, 384, 12),  # the shape of all-MiniLM-L6-v2: random-weights controls for it
 }
 
 
@@ -83,7 +84,7 @@ class BertConfig:
     # ---- presets ---------------------------------------------------------------------
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "BertConfig":
-        """A preset by name (`tiny`, `mini`, `small`, `medium`, `base`, `large`), with overrides."""
+        """A preset by name (`tiny`, `mini`, `small`, `medium`, `base`, `large`, `minilm`), with overrides."""
         if name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
         layers, hidden, heads = PRESETS[name]
@@ -115,6 +116,10 @@ class BertConfig:
     @classmethod
     def large(cls, **overrides: Any) -> "BertConfig":
         return cls.preset("large", **overrides)
+
+    @classmethod
+    def minilm(cls, **overrides: Any) -> "BertConfig":
+        return cls.preset("minilm", **overrides)
 
     def replace(self, **changes: Any) -> "BertConfig":
         """A copy with some fields changed (`dataclasses.replace`)."""

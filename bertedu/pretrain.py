@@ -59,6 +59,10 @@ class PretrainConfig(TrainConfig):
                                      "peoples-daily-zh (embedded People's Daily 1998), a file in BERT format (one "
                                      "sentence per line, blank line between documents), a folder of .txt files, "
                                      "or hf:NAME[:CONFIG] (Hugging Face datasets; needs a network)")
+    extra_corpus: Optional[str] = setting(None, "more text to train on: corpus names as for --corpus, separated by "
+                                                "commas (e.g. bible-en:web,bible-en:kjv); all their documents are "
+                                                "training documents, the held-out documents still come from "
+                                                "--corpus alone, so runs with and without it are measured alike")
     max_seq_length: int = setting(128, "tokens per example, [CLS] A [SEP] B [SEP] included; the paper uses 128, "
                                        "then 512 for the last 10%% of steps (see --init-from)")
     # vocabulary
@@ -106,6 +110,8 @@ class PretrainConfig(TrainConfig):
             raise ValueError(f"masking must be 'static' or 'dynamic', got {self.masking!r}")
         if not 0 < self.eval_documents < 0.5:
             raise ValueError(f"eval_documents is a fraction of the documents in (0, 0.5), got {self.eval_documents}")
+        if self.extra_corpus is not None and self.stream:
+            raise ValueError("extra_corpus reads its documents into memory: it does not combine with stream")
         positions = BertConfig.preset(self.preset).max_position_embeddings  # unknown presets fail here too
         if self.max_seq_length > positions:
             raise ValueError(f"max_seq_length {self.max_seq_length} is above the {self.preset} model's {positions} "
@@ -315,9 +321,22 @@ def build_datasets(cfg: PretrainConfig, corpus, tokenizer, out: Path):
         dataset, eval_docs = streamed_dataset(cfg, corpus, tokenizer, out)
     else:
         train_docs, eval_docs = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, cfg.seed)
+        train_docs += extra_documents(cfg)
         dataset = build_pretraining_dataset(train_docs, tokenizer, masking=cfg.masking,
                                             dupe_factor=cfg.dupe_factor, **_example_settings(cfg))
     return dataset, _heldout_dataset(cfg, eval_docs, tokenizer)
+
+
+def extra_documents(cfg: PretrainConfig) -> list:
+    """The documents of --extra-corpus, in the order given: training text only."""
+    from .data.corpora import load_corpus
+
+    docs = []
+    for spec in (cfg.extra_corpus or "").split(","):
+        if spec.strip():
+            with as_user_error("--extra-corpus", ValueError):
+                docs.extend(load_corpus(spec.strip()))
+    return docs
 
 
 def _example_settings(cfg: PretrainConfig) -> dict:

@@ -135,3 +135,14 @@ def test_real_minilm_weights_match_transformers(minilm_pair):
     converted = from_hf(theirs)
     for k, v in ours.state_dict().items():
         assert torch.equal(v, converted.state_dict()[k]), k
+
+
+def test_minilm_preset_is_minilms_shape(minilm_pair):
+    """`--init random --preset minilm` is a random twin of the real weights: same shape, every size."""
+    from bertedu.config import BertConfig
+
+    ours, _ = minilm_pair
+    twin = BertConfig.minilm()
+    for field in ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+                  "max_position_embeddings", "type_vocab_size", "vocab_size"):
+        assert getattr(twin, field) == getattr(ours.config, field), field
