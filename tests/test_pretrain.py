@@ -197,3 +197,28 @@ def test_a_run_exports_as_a_shipped_masked_lm(tiny_run, tmp_path):
     weights.write_bytes(weights.read_bytes()[:-1] + bytes([weights.read_bytes()[-1] ^ 0xFF]))
     with pytest.raises(WeightsIntegrityError, match="sha256"):
         load_masked_lm_folder(folder)
+
+
+def test_extra_corpus_adds_training_text_only(tiny_run, tmp_path):
+    """--extra-corpus: more training examples, the very same held-out examples and masks."""
+    from bertedu.data.corpora import load_corpus
+    from bertedu.pretrain import build_datasets
+    from bertedu.tokenizer import load_vocab_tokenizer
+
+    extra = tmp_path / "extra.txt"
+    extra.write_text("The river flows north to the sea.\nBoats carry grain along it.\n\n"
+                     "A second document has two sentences.\nThis is the second one.\n", encoding="utf-8")
+    tokenizer = load_vocab_tokenizer(tiny_run / "vocab.txt", impl="fast")
+    base = dict(preset="tiny", corpus="wiki-en", max_documents=24, max_seq_length=64, steps=1, out=str(tmp_path / "x"))
+    plain_train, plain_held = build_datasets(PretrainConfig(**base), load_corpus("wiki-en"), tokenizer, tmp_path)
+    more_train, more_held = build_datasets(PretrainConfig(**base, extra_corpus=f"{extra}, {extra}"),
+                                           load_corpus("wiki-en"), tokenizer, tmp_path)
+    assert len(more_train) >= len(plain_train) + 2  # two copies of two documents
+    assert len(more_held) == len(plain_held) > 0
+    for i in range(len(plain_held)):  # the same held-out examples, with the same masks
+        a, b = plain_held[i], more_held[i]
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match="stream"):
+        PretrainConfig(**base, extra_corpus=str(extra), stream=True)
+    assert main(["pretrain", "--preset", "tiny", "--steps", "1", "--extra-corpus", "no-such-corpus",
+                 "--out", str(tmp_path / "bad"), *SMALL]) == 2
