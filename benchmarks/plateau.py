@@ -42,13 +42,16 @@ def plot(runs: list[dict], path: Path) -> None:
     fig = Figure(figsize=(11, 4))
     FigureCanvasAgg(fig)
     ax_acc, ax_loss = fig.subplots(1, 2)
+    drawn = []  # runs with the same held-out examples and training counts share one set of count lines
     for i, run in enumerate(runs):
         colour = f"C{i}"
         steps, acc, loss = zip(*run["eval"])
         ax_acc.plot(steps, acc, marker="o", ms=3, color=colour, label=f"{run['name']}: held-out")
-        for style, key in ((":", "unigram"), ("-.", "left"), ("--", "left+right")):
-            ax_acc.axhline(run["baselines"][key], color=colour, ls=style, lw=1,
-                           label=f"{run['name']}: counts, {key} ({run['baselines'][key]:.3f})")
+        if run["baselines"] not in drawn:
+            drawn.append(run["baselines"])
+            for style, key in ((":", "unigram"), ("-.", "left"), ("--", "left+right")):
+                ax_acc.axhline(run["baselines"][key], color=colour, ls=style, lw=1,
+                               label=f"{run['name']}: counts, {key} ({run['baselines'][key]:.3f})")
         train_steps, train_loss = zip(*run["train"])
         ax_loss.plot(train_steps, train_loss, color=colour, alpha=0.35, lw=1, label=f"{run['name']}: training")
         ax_loss.plot(steps, loss, marker="o", ms=3, color=colour, label=f"{run['name']}: held-out")
