@@ -1,4 +1,4 @@
-"""`bertedu` on the command line: pretrain, finetune, fill-mask.
+"""`bertedu` on the command line: pretrain, finetune, distill, fill-mask.
 
 The flags of `bertedu pretrain` are built from `PretrainConfig`'s fields, so the command
 line and the Python API cannot drift apart.
@@ -6,6 +6,7 @@ line and the Python API cannot drift apart.
     bertedu pretrain --preset mini --corpus wiki-en --steps 2000 --out runs/mini-en
     bertedu fill-mask runs/mini-en "the capital of france is [MASK] ."
     bertedu finetune --task sentiment-zh --init runs/mini-zh --out runs/ft-sentiment
+    bertedu distill --teacher minilm --layers 0,2,4 --steps 600 --out runs/distil-minilm
 
 A user's mistake (a bad value, a missing file, an --out that holds a run: a
 bertedu.errors.UserError) is printed as one line, `bertedu <command>: error: ...`, with
@@ -112,6 +113,18 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--resume", action="store_true", help="continue the interrupted run in --out from its latest "
                                                            "checkpoint (the dev evaluations so far are kept)")
 
+    from .distill import DistillConfig
+
+    d = sub.add_parser(
+        "distill", formatter_class=_HelpFormatter, help="distil a BERT into a smaller student (DistilBERT, TinyBERT)",
+        description="Train a student made of some of the teacher's layers to imitate the teacher on the embedded "
+                    "English text: TinyBERT's hidden-state and attention losses and DistilBERT's cosine loss, and "
+                    "with a masked-LM teacher DistilBERT's soft targets and MLM loss. The student is saved as a "
+                    "pretraining run: `bertedu finetune --init <--out>` fine-tunes it.",
+    )
+    _add_dataclass_flags(d, DistillConfig)
+    d.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+
     f = sub.add_parser("fill-mask", help="top predictions for each [MASK] in a text, from a pretraining run",
                        formatter_class=_HelpFormatter)
     f.add_argument("run", help="a `bertedu pretrain --out` folder, or a masked LM shipped with the course: "
@@ -173,6 +186,18 @@ def _run(args: argparse.Namespace) -> int:
         if cfg is None:
             return 2
         result = pretrain(cfg, resume=args.resume)
+        summary = {"step": result.step, "loss": result.loss, "tokens": result.tokens_seen,
+                   "elapsed_s": round(result.elapsed_s, 1), "stopped_by": result.stopped_by,
+                   "checkpoint": result.checkpoint, "eval": result.eval}
+        print(json.dumps(summary, indent=2))
+        return 0
+    if args.command == "distill":
+        from .distill import DistillConfig, distill
+
+        cfg = _config_from_args(DistillConfig, args)
+        if cfg is None:
+            return 2
+        result = distill(cfg, resume=args.resume)
         summary = {"step": result.step, "loss": result.loss, "tokens": result.tokens_seen,
                    "elapsed_s": round(result.elapsed_s, 1), "stopped_by": result.stopped_by,
                    "checkpoint": result.checkpoint, "eval": result.eval}

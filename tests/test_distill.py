@@ -1,0 +1,128 @@
+"""`bertedu distill`: the student's initialisation, its losses, and the command line."""
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from bertedu.checkpoint import latest_checkpoint
+from bertedu.cli import main
+from bertedu.config import BertConfig
+from bertedu.distill import DistillConfig, DistillingStudent, student_from_teacher
+from bertedu.heads import BertForPreTraining
+from bertedu.pretrain import fill_mask, load_pretrained
+
+SMALL = ["--corpus", "wiki-en", "--max-documents", "24", "--vocab-size", "1500", "--no-progress",
+         "--max-seq-length", "64"]
+
+
+def small_teacher(layers: int = 4) -> BertForPreTraining:
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=97, hidden_size=48, num_hidden_layers=layers, num_attention_heads=4,
+                        intermediate_size=80, max_position_embeddings=40)
+    return BertForPreTraining(config).eval()
+
+
+def batch(vocab_size: int = 97):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, vocab_size, (3, 11), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, 7:] = 0
+    mask[2, 4:] = 0
+    return ids, mask
+
+
+def test_student_starts_as_the_teachers_chosen_layers():
+    teacher = small_teacher()
+    student = student_from_teacher(teacher, [0, 2])
+    assert student.config.num_hidden_layers == 2
+    t, s = teacher.state_dict(), student.state_dict()
+    for name, value in s.items():
+        source = name.replace("bert.layers.1.", "bert.layers.2.")  # student layer 1 is teacher layer 2
+        assert torch.equal(value, t[source]), name
+        assert value.data_ptr() != t[source].data_ptr(), f"{name} shares memory with the teacher"
+
+
+def test_a_student_with_every_layer_has_nothing_to_learn():
+    """The same network as the teacher: every distillation loss is exactly zero."""
+    teacher = small_teacher()
+    cfg = DistillConfig(out="unused", steps=1, soft_weight=5.0, mlm_weight=0.0)
+    student = DistillingStudent(student_from_teacher(teacher, [0, 1, 2, 3]), teacher, cfg).eval()
+    ids, mask = batch()
+    with torch.no_grad():
+        out = student(ids, attention_mask=mask)
+    for part in ("hidden", "attention", "cosine", "soft"):
+        assert float(getattr(out, part)) == pytest.approx(0.0, abs=1e-6), part
+    assert float(out.loss) == pytest.approx(0.0, abs=1e-5)
+
+
+def test_losses_follow_their_weights_and_reach_only_the_student():
+    teacher = small_teacher()
+    cfg = DistillConfig(out="unused", steps=1, hidden_weight=2.0, attention_weight=3.0, cosine_weight=0.5)
+    student = DistillingStudent(student_from_teacher(teacher, [0, 2]), teacher, cfg).train()
+    ids, mask = batch()
+    out = student(ids, attention_mask=mask)
+    assert out.soft is None and out.mlm_loss is None
+    assert float(out.loss) == pytest.approx(float(2 * out.hidden + 3 * out.attention + 0.5 * out.cosine), rel=1e-6)
+    assert min(float(out.hidden), float(out.attention), float(out.cosine)) > 0
+    out.loss.backward()
+    assert student.bert.layers[0].attention.query.weight.grad.abs().sum() > 0
+    assert all(p.grad is None and not p.requires_grad for p in student.teacher.parameters())
+    assert not student.teacher.training  # student.train() does not reach the teacher
+    names = set(student.state_dict())
+    assert names == set(BertForPreTraining(student.config).state_dict()), "the checkpoint is the student's alone"
+
+
+def test_settings_the_teacher_cannot_serve_are_refused():
+    teacher = small_teacher(4)
+    with pytest.raises(ValueError, match="multiple"):
+        DistillingStudent(student_from_teacher(teacher, [0, 1, 2]), teacher, DistillConfig(out="x", steps=1))
+    with pytest.raises(ValueError, match="MLM head"):
+        DistillingStudent(student_from_teacher(teacher.bert, [0, 2]), teacher.bert,
+                          DistillConfig(out="x", steps=1, soft_weight=5.0))
+    with pytest.raises(ValueError, match="layers"):
+        DistillConfig(out="x", steps=1, layers="0,two")
+    with pytest.raises(ValueError, match="weight"):
+        DistillConfig(out="x", steps=1, hidden_weight=0, attention_weight=0, cosine_weight=0)
+
+
+@pytest.fixture(scope="module")
+def teacher_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("teacher")
+    assert main(["pretrain", "--preset", "tiny", "--steps", "4", "--batch-size", "8", "--out", str(out), *SMALL]) == 0
+    return out
+
+
+def distill_args(teacher, out, *extra):
+    return ["distill", "--teacher", str(teacher), "--layers", "1", "--corpus", "wiki-en", "--steps", "4",
+            "--batch-size", "4", "--max-seq-length", "32", "--max-eval-sequences", "8", "--no-progress",
+            "--soft-weight", "5", "--mlm-weight", "2", "--out", str(out), *extra]
+
+
+def test_distill_command_writes_a_student_every_tool_reads(teacher_run, tmp_path):
+    """One layer of the tiny teacher's two, all five losses; twice with one seed: the same bits."""
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for out in runs:
+        assert main(distill_args(teacher_run, out)) == 0
+    checkpoints = [latest_checkpoint(out) for out in runs]
+    assert checkpoints[0].name == "checkpoint-4"
+    a, b = (load_file(str(c / "model.safetensors")) for c in checkpoints)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    student, tokenizer = load_pretrained(runs[0])
+    teacher, _ = load_pretrained(teacher_run)
+    assert student.config.num_hidden_layers == 1 and teacher.config.num_hidden_layers == 2
+    assert not torch.equal(student.bert.layers[0].attention.query.weight, teacher.bert.layers[1].attention.query.weight)
+    assert len(fill_mask(student, tokenizer, "the [MASK] of the city .")[0]) == 5
+    assert (runs[0] / "vocab.txt").read_text() == (teacher_run / "vocab.txt").read_text()
+    assert "eval_loss" in (runs[0] / "metrics.jsonl").read_text()
+
+
+def test_distill_command_errors_are_one_line(teacher_run, tmp_path, capsys):
+    assert main(distill_args(tmp_path / "nowhere", tmp_path / "x")) == 2
+    assert "--teacher" in capsys.readouterr().err
+    assert main(distill_args(teacher_run, tmp_path / "y", "--layers", "5")) == 2
+    assert "0..1" in capsys.readouterr().err
+    out = tmp_path / "z"
+    assert main(distill_args(teacher_run, out)) == 0
+    assert main(distill_args(teacher_run, out)) == 2
+    assert "--resume" in capsys.readouterr().err
