@@ -74,6 +74,10 @@ class PretrainConfig(TrainConfig):
     masking: str = setting("dynamic", "dynamic: a fresh MLM mask every epoch (RoBERTa); static: masks fixed when "
                                       "the data set is built, dupe_factor copies (original BERT)")
     dupe_factor: int = setting(1, "with static masking, copies of each example, each masked differently")
+    packing: str = setting("pairs", "pairs: BERT's [CLS] A [SEP] B [SEP] sentence pairs (for NSP); full-sentences: "
+                                    "RoBERTa's FULL-SENTENCES, one segment of whole sentences laid end to end across "
+                                    "documents with [SEP] between documents (MLM only: pass --no-nsp). RoBERTa's "
+                                    "objective is --packing full-sentences --no-nsp --masking dynamic")
     whole_word: bool = setting(False, "mask whole words (all their WordPiece pieces; for Chinese, all "
                                       "characters of a word of the corpus's own segmentation)")
     short_seq_prob: float = setting(0.1, "probability of a shorter target length, so the model also sees "
@@ -110,6 +114,13 @@ class PretrainConfig(TrainConfig):
             raise ValueError(f"masking must be 'static' or 'dynamic', got {self.masking!r}")
         if not 0 < self.eval_documents < 0.5:
             raise ValueError(f"eval_documents is a fraction of the documents in (0, 0.5), got {self.eval_documents}")
+        if self.packing not in ("pairs", "full-sentences"):
+            raise ValueError(f"packing must be 'pairs' or 'full-sentences', got {self.packing!r}")
+        if self.packing == "full-sentences" and self.nsp:
+            raise ValueError("packing full-sentences makes no sentence pairs, so there is no NSP to train: "
+                             "add --no-nsp (RoBERTa's objective is MLM only)")
+        if self.packing == "full-sentences" and self.stream:
+            raise ValueError("packing full-sentences is built in memory: it does not combine with stream")
         if self.extra_corpus is not None and self.stream:
             raise ValueError("extra_corpus reads its documents into memory: it does not combine with stream")
         positions = BertConfig.preset(self.preset).max_position_embeddings  # unknown presets fail here too
@@ -342,7 +353,7 @@ def extra_documents(cfg: PretrainConfig) -> list:
 def _example_settings(cfg: PretrainConfig) -> dict:
     """How documents become examples, the same for the training and the held-out set."""
     return dict(max_seq_length=cfg.max_seq_length, short_seq_prob=cfg.short_seq_prob,
-                whole_word=cfg.whole_word, seed=cfg.seed)
+                whole_word=cfg.whole_word, seed=cfg.seed, packing=cfg.packing)
 
 
 def heldout_dataset(cfg: PretrainConfig, tokenizer):

@@ -75,3 +75,47 @@ def test_properties_on_random_corpora(seed):
 def test_rejects_a_block_too_small_for_a_token_and_a_separator():
     with pytest.raises(ValueError, match="max_tokens must be at least 2"):
         pack_full_sentences([[[1]]], 1, SEP)
+
+
+# ---- the packed pretraining examples and `bertedu pretrain --packing full-sentences` -----
+
+
+def test_packed_examples_are_cls_block_sep_with_words_kept():
+    from bertedu.data import create_packed_examples
+
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "##c", "d", "e"])}
+    docs = [[["a", "b", "##c"], ["d"]], [["e", "a"]]]  # word pieces: "b ##c" is one word
+    examples = create_packed_examples(docs, max_seq_length=10, vocab=vocab)
+    assert len(examples) == 1
+    e = examples[0]
+    assert e.input_ids == [2, 5, 6, 7, 8, 3, 9, 5, 3]  # [CLS] a b ##c d [SEP] e a [SEP]
+    assert e.token_type_ids == [0] * 9 and e.special_tokens_mask == [1, 0, 0, 0, 0, 1, 0, 0, 1]
+    assert e.word_ids == [-1, 0, 1, 1, 2, -1, 3, 4, -1]
+    assert (e.doc_a, e.doc_b) == (0, 1)
+    # a tight length: whole sentences only, one block per document here
+    tight = create_packed_examples(docs, max_seq_length=6, vocab=vocab)
+    assert [x.input_ids for x in tight] == [[2, 5, 6, 7, 8, 3], [2, 9, 5, 3]]
+
+
+def test_pretrain_trains_roberta_style_packing_and_refuses_nsp_with_it(tmp_path, capsys):
+    from bertedu.cli import main
+    from bertedu.data import build_pretraining_dataset
+    from bertedu.data.corpora import load_corpus
+    from bertedu.tokenizer import load_vocab_tokenizer
+
+    args = ["pretrain", "--preset", "tiny", "--steps", "2", "--batch-size", "4", "--corpus", "wiki-en",
+            "--max-documents", "12", "--vocab-size", "600", "--no-progress", "--max-seq-length", "48",
+            "--packing", "full-sentences"]
+    assert main([*args, "--out", str(tmp_path / "nsp")]) == 2
+    assert "--no-nsp" in capsys.readouterr().err
+    out = tmp_path / "roberta"
+    assert main([*args, "--no-nsp", "--out", str(out)]) == 0
+    tokenizer = load_vocab_tokenizer(out / "vocab.txt")
+    documents = list(load_corpus("wiki-en"))[:12]
+    data = build_pretraining_dataset(documents, tokenizer, max_seq_length=48, packing="full-sentences")
+    assert max(len(e) for e in data.examples) <= 48 and all(set(e.token_type_ids) == {0} for e in data.examples)
+    # every word piece of the text is in exactly one example: nothing truncated, nothing repeated
+    pieces = sum(len(p) for doc in documents for p in tokenizer.tokenize_batch(doc))
+    assert sum(len(e) - sum(e.special_tokens_mask) for e in data.examples) == pieces
+    sample = data[0]
+    assert "next_sentence_label" in sample and sample["labels"].ne(-100).any()

@@ -17,6 +17,7 @@ from .pretraining import (
     PretrainingExample,
     build_pretraining_dataset,
     collate_pretraining,
+    create_packed_examples,
     create_pretraining_examples,
     example_generator,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "segmented_word_ids",
     "IGNORE_INDEX",
     "PretrainingExample",
+    "create_packed_examples",
     "create_pretraining_examples",
     "PretrainingDataset",
     "collate_pretraining",

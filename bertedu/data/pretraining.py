@@ -44,6 +44,7 @@ Deliberate differences from the original script (none changes what an example is
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from .padding import pad_rows
 
 IS_NEXT, NOT_NEXT = 0, 1  # next_sentence_label, as in transformers and bertedu.heads
 MASKINGS = ("static", "dynamic")
+PACKINGS = ("pairs", "full-sentences")  # BERT's NSP pairs; RoBERTa's blocks across documents
 
 
 @dataclass
@@ -158,6 +160,62 @@ def create_pretraining_examples(
         examples += _examples_from_document(
             doc_position, docs, max_tokens, short_seq_prob, nsp_prob, rng, cls_id, sep_id
         )
+    return examples
+
+
+def create_packed_examples(
+    documents: Sequence[Sequence],
+    max_seq_length: int = 128,
+    *,
+    vocab: Mapping[str, int] | None = None,
+    cls_token_id: int | None = None,
+    sep_token_id: int | None = None,
+) -> list[PretrainingExample]:
+    """RoBERTa's FULL-SENTENCES inputs, `[CLS] block [SEP]`, as `PretrainingExample`s.
+
+    Each block holds whole sentences laid end to end across documents, with [SEP] between
+    two documents (`bertedu.data.packing.pack_full_sentences`, max_seq_length - 2 tokens).
+    One segment (token types all 0), no sentence pair: `next_sentence_label` is IS_NEXT
+    and means nothing (train MLM only). Separators count as special tokens, so they are
+    never masked. `documents` as for `create_pretraining_examples`; word ids are kept when
+    the sentences carry word boundaries (for whole-word masking). `doc_a` / `doc_b` are the
+    first and last document a block draws on, `span_a` its length, `span_b` empty.
+    """
+    from .packing import SEPARATOR, pack_full_sentences
+
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length={max_seq_length} leaves no room: [CLS] block [SEP] needs at least 3.")
+    docs, cls_id, sep_id = _prepare_documents(documents, vocab, cls_token_id, sep_token_id)
+    if not docs:
+        raise ValueError("No tokens in any document: the corpus is empty (or every sentence is).")
+    # Pack positions into the documents' token arrays rather than ids, so that each
+    # packed token can be traced back to its id and its word boundary.
+    offsets = list(itertools.accumulate([len(d.ids) for d in docs], initial=0))
+    by_position = [[list(range(offsets[k] + d.starts[s], offsets[k] + d.starts[s + 1])) for s in range(d.n_sentences)]
+                   for k, d in enumerate(docs)]
+    flat_ids = [i for d in docs for i in d.ids]
+    has_words = all(d.word_starts is not None for d in docs)
+    flat_starts = [w for d in docs for w in d.word_starts] if has_words else None
+    examples = []
+    for block in pack_full_sentences(by_position, max_seq_length - 2, separator_id=-1):
+        ids = [sep_id if k == -1 else flat_ids[k] for k in block.input_ids]
+        special = [1] + [int(k == -1) for k in block.input_ids] + [1]
+        word_ids = None
+        if has_words:
+            word_ids, word = [-1], -1
+            for j, k in enumerate(block.input_ids):
+                if k == -1:
+                    word_ids.append(-1)
+                    continue
+                if flat_starts[k] or j == 0 or block.input_ids[j - 1] == -1:
+                    word += 1
+                word_ids.append(word)
+            word_ids.append(-1)
+        sources = [docs[d].index for d in block.doc_ids if d != SEPARATOR]
+        examples.append(PretrainingExample(
+            input_ids=[cls_id, *ids, sep_id], token_type_ids=[0] * (len(ids) + 2), special_tokens_mask=special,
+            next_sentence_label=IS_NEXT, word_ids=word_ids, doc_a=sources[0], doc_b=sources[-1],
+            span_a=(0, len(ids)), span_b=(0, 0)))
     return examples
 
 
@@ -622,6 +680,7 @@ def build_pretraining_dataset(
     selection: str = "bernoulli",
     max_predictions_per_seq: int | None = None,
     seed: int = 0,
+    packing: str = "pairs",
 ) -> PretrainingDataset:
     """Text documents -> a masked pretraining data set, with a bertedu tokenizer.
 
@@ -638,13 +697,21 @@ def build_pretraining_dataset(
         masking, dupe_factor, whole_word, mlm_probability, selection,
             max_predictions_per_seq: see `PretrainingDataset`.
         seed: seeds both the pairing (a `random.Random(seed)`) and the masks.
+        packing: "pairs" (BERT's NSP pairs, `create_pretraining_examples`) or
+            "full-sentences" (RoBERTa's one-segment blocks across documents,
+            `create_packed_examples`; short_seq_prob and nsp_prob do not apply).
 
     The pairs are in `dataset.examples`.
     """
+    if packing not in PACKINGS:
+        raise ValueError(f"packing must be one of {', '.join(PACKINGS)}, got {packing!r}")
     tokenized = [tokenize_document(document, tokenizer, index) for index, document in enumerate(documents)]
-    examples = create_pretraining_examples(
-        tokenized, max_seq_length, short_seq_prob, nsp_prob, random.Random(seed), vocab=tokenizer.vocab
-    )
+    if packing == "full-sentences":
+        examples = create_packed_examples(tokenized, max_seq_length, vocab=tokenizer.vocab)
+    else:
+        examples = create_pretraining_examples(
+            tokenized, max_seq_length, short_seq_prob, nsp_prob, random.Random(seed), vocab=tokenizer.vocab
+        )
     return PretrainingDataset(
         examples,
         mask_token_id=tokenizer.mask_token_id,
