@@ -121,3 +121,18 @@ def test_gpu_script_end_to_end_on_cpu(tmp_path):
     assert any("transformers+c" in x for x in table)
     assert any(x.startswith("padding:") for x in table)
 
+
+
+def test_distill_speed_script_times_teacher_student_and_transformers(tmp_path):
+    """benchmarks/distill_speed.py end to end at its smallest: every model timed, ratios formed."""
+    out = tmp_path / "speed.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "distill_speed.py"), "--threads", "1",
+                           "--batch-sizes", "2", "--length", "16", "--repeats", "1", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["parameters"]["teacher"] == 22_713_216 == result["parameters"]["transformers teacher"]
+    row = result["rows"][0]
+    assert row["batch"] == 2 and row["length"] == 16
+    assert row["student / teacher"] == round(row["student s"] / row["teacher s"], 3)
+    assert "| 1 | 2 × 16 |" in proc.stdout
