@@ -610,22 +610,24 @@ def plot_metrics(path_or_records: str | os.PathLike | Sequence[dict], out_png: s
     records = read_metrics(path_or_records) if is_path else list(path_or_records)
     train = [r for r in records if "loss" in r]
     evals = [r for r in records if "eval_loss" in r]
-    fig = Figure(figsize=(10, 4))
+    accuracies = [("eval_mlm_accuracy", "MLM accuracy"), ("eval_nsp_accuracy", "NSP accuracy"), ("eval_accuracy", "accuracy")]
+    has_accuracy = any(r.get(key) is not None for r in evals for key, _ in accuracies)
+    fig = Figure(figsize=(10, 4) if has_accuracy else (5.5, 4))  # no empty panel (a distillation run has none)
     FigureCanvasAgg(fig)
-    ax_loss, ax_acc = fig.subplots(1, 2)
+    ax_loss, ax_acc = fig.subplots(1, 2) if has_accuracy else (fig.subplots(1, 1), None)
     for key, label, rows in [("loss", "train loss", train), ("mlm_loss", "train MLM loss", train),
                              ("nsp_loss", "train NSP loss", train), ("eval_loss", "held-out loss", evals)]:
         points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
         if points:
             ax_loss.plot(*zip(*points), label=label, marker="o" if rows is evals else None)
-    for key, label in [("eval_mlm_accuracy", "MLM accuracy"), ("eval_nsp_accuracy", "NSP accuracy"),
-                       ("eval_accuracy", "accuracy")]:
+    for key, label in accuracies if has_accuracy else []:
         points = [(r["step"], r[key]) for r in evals if r.get(key) is not None]
         if points:
             ax_acc.plot(*zip(*points), label=label, marker="o")
     ax_loss.set(xlabel="step", ylabel="loss", title="loss")
-    ax_acc.set(xlabel="step", ylabel="accuracy", title="held-out accuracy", ylim=(0, 1))
-    for ax in (ax_loss, ax_acc):
+    if has_accuracy:
+        ax_acc.set(xlabel="step", ylabel="accuracy", title="held-out accuracy", ylim=(0, 1))
+    for ax in (ax_loss, ax_acc) if has_accuracy else (ax_loss,):
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
         ax.grid(alpha=0.3)

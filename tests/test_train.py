@@ -351,8 +351,12 @@ def test_metrics_file_and_plot(tmp_path):
     assert [r["step"] for r in evals] == [3, 6] and evals[-1]["eval_examples"] == 6
     assert all(0 <= r[k] <= 1 for r in evals for k in ("eval_mlm_accuracy", "eval_nsp_accuracy"))
     png = tmp_path / "curves.png"
-    plot_metrics(tmp_path / "metrics.jsonl", png)
+    fig = plot_metrics(tmp_path / "metrics.jsonl", png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert [ax.get_title() for ax in fig.axes] == ["loss", "held-out accuracy"]
+    # a run whose evaluations have no accuracy (a distillation run) gets the loss panel alone
+    losses_only = [{k: v for k, v in r.items() if "accuracy" not in k} for r in records]
+    assert [ax.get_title() for ax in plot_metrics(losses_only, tmp_path / "loss.png").axes] == ["loss"]
 
 
 def test_evaluate_is_deterministic_and_counts_labelled_positions_only():
