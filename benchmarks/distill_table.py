@@ -30,6 +30,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--teacher", default="minilm", help="--init of the teacher's fine-tunes")
     parser.add_argument("--student", required=True, help="a `bertedu distill --out` folder")
+    parser.add_argument("--label", default="student", help="the student's name in its runs' folder names, so that "
+                                                           "several students share one --out (and its teacher runs)")
     parser.add_argument("--tasks", default="paraphrase-en,ner-en")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--threads", type=int, default=1)
@@ -43,7 +45,7 @@ def main() -> None:
         scores = {"teacher": [], "student": []}
         for seed in args.seeds.split(","):
             for kind, init in (("teacher", args.teacher), ("student", args.student)):
-                out = Path(args.out) / f"{task}-{kind}-{seed}"
+                out = Path(args.out) / f"{task}-{args.label if kind == 'student' else kind}-{seed}"
                 command = ["bertedu", "finetune", "--task", task, "--init", init, *TASKS[task].split(),
                            *args.extra.split(), "--seed", seed, "--no-progress", "--out", str(out)]
                 if not (out / "results.json").exists():
