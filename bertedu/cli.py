@@ -178,30 +178,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 130
 
 
+def _print_summary(result) -> None:
+    """A finished (or stopped) training run's `TrainResult`, as JSON on stdout."""
+    summary = {"step": result.step, "loss": result.loss, "tokens": result.tokens_seen,
+               "elapsed_s": round(result.elapsed_s, 1), "stopped_by": result.stopped_by,
+               "checkpoint": result.checkpoint, "eval": result.eval}
+    print(json.dumps(summary, indent=2))
+
+
 def _run(args: argparse.Namespace) -> int:
-    if args.command == "pretrain":
-        from .pretrain import PretrainConfig, pretrain
-
-        cfg = _config_from_args(PretrainConfig, args)
+    if args.command in ("pretrain", "distill"):
+        if args.command == "pretrain":
+            from .pretrain import PretrainConfig as Config, pretrain as run
+        else:
+            from .distill import DistillConfig as Config, distill as run
+        cfg = _config_from_args(Config, args)
         if cfg is None:
             return 2
-        result = pretrain(cfg, resume=args.resume)
-        summary = {"step": result.step, "loss": result.loss, "tokens": result.tokens_seen,
-                   "elapsed_s": round(result.elapsed_s, 1), "stopped_by": result.stopped_by,
-                   "checkpoint": result.checkpoint, "eval": result.eval}
-        print(json.dumps(summary, indent=2))
-        return 0
-    if args.command == "distill":
-        from .distill import DistillConfig, distill
-
-        cfg = _config_from_args(DistillConfig, args)
-        if cfg is None:
-            return 2
-        result = distill(cfg, resume=args.resume)
-        summary = {"step": result.step, "loss": result.loss, "tokens": result.tokens_seen,
-                   "elapsed_s": round(result.elapsed_s, 1), "stopped_by": result.stopped_by,
-                   "checkpoint": result.checkpoint, "eval": result.eval}
-        print(json.dumps(summary, indent=2))
+        _print_summary(run(cfg, resume=args.resume))
         return 0
     if args.command == "finetune":
         from .finetune import FinetuneConfig, finetune, results_table
