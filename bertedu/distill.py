@@ -41,7 +41,6 @@ from typing import Optional, Union
 
 import torch
 
-from .config import BertConfig
 from .distillation import hidden_cosine_loss, soft_target_loss, tinybert_layer_loss, uniform_layer_map
 from .encoder import BertModel
 from .errors import MissingFileError, SettingError, as_user_error
@@ -280,13 +279,3 @@ def distill(cfg: DistillConfig, resume: bool = False) -> TrainResult:
     if result.records:
         plot_metrics(result.records, out / "metrics.png")
     return result
-
-
-def student_config(run: str | os.PathLike) -> BertConfig:
-    """The student's config from a distillation run's newest checkpoint."""
-    from .checkpoint import latest_checkpoint, read_config
-
-    checkpoint = latest_checkpoint(Path(run))
-    if checkpoint is None:
-        raise MissingFileError(f"{run} has no checkpoint-<step> folder: is it a `bertedu distill --out` folder?")
-    return BertConfig(**read_config(checkpoint))
