@@ -15,6 +15,9 @@ from bertedu.train import evaluate
 #          probes: (text, a token expected among the best k, k))
 COURSE_MODELS = {
     "course-zh": (0.3758, [("中国的首都是北[MASK]。", "京", 1), ("我们要努力学[MASK]。", "习", 1)]),
+    # whole-word masks: it learnt to guess hidden words (努力发展, "strive to develop"), and never saw a
+    # half-hidden one, so it does not complete 北[MASK] to 北京 (notebook 19)
+    "course-zh-wwm": (0.2105, [("我们要努力[MASK][MASK]。", "发", 1), ("我国[MASK][MASK]建设取得了很大成就。", "经", 1)]),
     # the English model knows which kind of word fits (a verb, a year, a body of water), not facts
     "course-en": (0.2974, [("she [MASK] a book .", "wrote", 5), ("the river flows into the [MASK] .", "ocean", 5),
                            ("many people [MASK] in the city .", "live", 5)]),
