@@ -4,7 +4,9 @@ IGNORE_INDEX  the label of a position no loss may count: every token the MLM did
               select, a word's continuation pieces in tagging, padding. It is the default
               `ignore_index` of `torch.nn.functional.cross_entropy`.
 VOCAB_NAME    the vocabulary file every run folder keeps beside its weights.
+MERGES_NAME   beside it, the merges of a byte-level BPE vocabulary (none for WordPiece).
 """
 
 IGNORE_INDEX = -100
 VOCAB_NAME = "vocab.txt"
+MERGES_NAME = "merges.txt"

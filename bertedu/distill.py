@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -257,7 +256,7 @@ def make_collate(cfg: DistillConfig, tokenizer):
 
 def distill(cfg: DistillConfig, resume: bool = False) -> TrainResult:
     """Distil `cfg.teacher` into a student of `cfg.layers`; checkpoints and metrics in `cfg.out`."""
-    from .tokenizer import load_vocab_tokenizer
+    from .tokenizer import copy_vocabulary, load_vocab_tokenizer
     from .utils import resolve_precision
     from .viz import plot_metrics
 
@@ -266,7 +265,7 @@ def distill(cfg: DistillConfig, resume: bool = False) -> TrainResult:
         raise SettingError(f"--out {out} already holds a run: pass --resume to continue it, or another --out")
     teacher, vocab = load_teacher(cfg.teacher)
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(vocab, out / VOCAB_NAME)
+    copy_vocabulary(vocab, out / VOCAB_NAME)
     (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
     tokenizer = load_vocab_tokenizer(out / VOCAB_NAME, impl="fast")
     sequences, held_out = distillation_sequences(cfg, tokenizer)

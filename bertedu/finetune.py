@@ -71,7 +71,7 @@ from .tasks import (
     BertForTokenClassification,
     freeze_encoder,
 )
-from .tokenizer import load_vocab_tokenizer
+from .tokenizer import copy_vocabulary, load_vocab_tokenizer
 from .train import TrainConfig
 from .utils import resolve_precision, seed_everything, setting
 
@@ -260,7 +260,7 @@ def build_model(cfg: FinetuneConfig, task, out: Path):
         encoder, vocab = encoder.bert, Path(cfg.init) / VOCAB_NAME
     if Path(vocab).resolve() != (out / VOCAB_NAME).resolve():
         with as_user_error(f"--vocab {vocab}", FileNotFoundError):
-            shutil.copyfile(vocab, out / VOCAB_NAME)
+            copy_vocabulary(vocab, out / VOCAB_NAME)  # and merges.txt, for a byte-level BPE vocabulary
     with as_user_error(f"the vocabulary {vocab}", ValueError):  # [MASK] missing, a token twice, empty
         tokenizer = load_vocab_tokenizer(out / VOCAB_NAME, impl="fast")
 

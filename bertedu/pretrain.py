@@ -37,7 +37,7 @@ from .errors import MissingFileError, OutputFolderError, SettingError, as_user_e
 from .fast import set_fast_path
 from .heads import BertForPreTraining
 from .jobs import run_lock
-from .tokenizer import load_vocab_tokenizer
+from .tokenizer import ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
 from .train import TrainConfig, TrainResult, train
 from .utils import eval_mode, resolve_precision, seed_everything, setting
 from .viz import plot_metrics
@@ -69,7 +69,10 @@ class PretrainConfig(TrainConfig):
     vocab: Optional[str] = setting(None, "vocab.txt to use; 'minilm' for bert-base-uncased's 30,522 pieces; "
                                          "default: train one on the corpus (WordPiece for English, one token "
                                          "per character for Chinese)")
-    vocab_size: int = setting(8000, "size of a WordPiece vocabulary trained on the corpus")
+    vocab_size: int = setting(8000, "size of the vocabulary trained on the corpus (WordPiece or byte-level BPE)")
+    vocab_kind: str = setting("wordpiece", "the kind of vocabulary to train when --vocab is not given: wordpiece "
+                                           "(BERT's) or bpe (RoBERTa's byte-level BPE: cased, no [UNK]; vocab.txt and "
+                                           "merges.txt). A --vocab with a merges.txt beside it is read as BPE")
     # examples and masking
     masking: str = setting("dynamic", "dynamic: a fresh MLM mask every epoch (RoBERTa); static: masks fixed when "
                                       "the data set is built, dupe_factor copies (original BERT)")
@@ -114,6 +117,14 @@ class PretrainConfig(TrainConfig):
             raise ValueError(f"masking must be 'static' or 'dynamic', got {self.masking!r}")
         if not 0 < self.eval_documents < 0.5:
             raise ValueError(f"eval_documents is a fraction of the documents in (0, 0.5), got {self.eval_documents}")
+        if self.vocab_kind not in ("wordpiece", "bpe"):
+            raise ValueError(f"vocab_kind must be 'wordpiece' or 'bpe', got {self.vocab_kind!r}")
+        if self.vocab_kind == "bpe" and self.vocab is not None:
+            raise ValueError("vocab_kind chooses the vocabulary to train, and vocab names one already made: pass "
+                             "one of them (a vocab.txt with a merges.txt beside it is read as byte-level BPE)")
+        if self.vocab_kind == "bpe" and self.whole_word:
+            raise ValueError("whole_word finds words by WordPiece's ## marks; a byte-level BPE vocabulary has none. "
+                             "Drop one of them (RoBERTa masks pieces, not whole words)")
         if self.packing not in ("pairs", "full-sentences"):
             raise ValueError(f"packing must be 'pairs' or 'full-sentences', got {self.packing!r}")
         if self.packing == "full-sentences" and self.nsp:
@@ -130,8 +141,9 @@ class PretrainConfig(TrainConfig):
 
 
 def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
-    """out/vocab.txt: kept if it exists (a resumed run), else copied or trained."""
-    from .data.vocab import build_char_vocab, build_vocab
+    """out/vocab.txt (and merges.txt for byte-level BPE): kept if it exists (a resumed run),
+    else copied or trained."""
+    from .data.vocab import build_bpe_vocab, build_char_vocab, build_vocab
     from .pretrained import minilm_vocab_path
 
     path = out / VOCAB_NAME
@@ -144,11 +156,13 @@ def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
         _wait_for(path)
         return path
     if cfg.init_from:  # phase 2 reads text exactly as phase 1 did
-        _copy_atomic(Path(cfg.init_from) / VOCAB_NAME, path)
+        copy_vocabulary(Path(cfg.init_from) / VOCAB_NAME, path)
     elif cfg.vocab == "minilm":
         _copy_atomic(minilm_vocab_path(), path)
     elif cfg.vocab:
-        _copy_atomic(Path(cfg.vocab), path)
+        copy_vocabulary(Path(cfg.vocab), path)
+    elif cfg.vocab_kind == "bpe":
+        build_bpe_vocab(corpus, cfg.vocab_size, path, max_documents=cfg.max_documents)
     elif corpus.lang == "zh":
         build_char_vocab(corpus, path, min_count=2, max_documents=cfg.max_documents)
     else:
@@ -297,6 +311,9 @@ def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
     with as_user_error("--corpus", ValueError):  # an unknown name or a path that is not there
         corpus = load_corpus(cfg.corpus)
     tokenizer = load_vocab_tokenizer(prepare_vocab(cfg, corpus, out), impl="fast")
+    if cfg.whole_word and isinstance(tokenizer, ByteLevelBPETokenizer):
+        raise SettingError("--whole-word finds words by WordPiece's ## marks; the byte-level BPE vocabulary "
+                           f"{out / VOCAB_NAME} has none (RoBERTa masks pieces): drop --whole-word")
     (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
 
     dataset, eval_dataset = build_datasets(cfg, corpus, tokenizer, out)

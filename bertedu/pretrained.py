@@ -168,7 +168,7 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
     import shutil
 
     from .checkpoint import latest_checkpoint
-    from .constants import VOCAB_NAME
+    from .constants import MERGES_NAME, VOCAB_NAME
     from .data.corpora import file_sha256
 
     run, to = Path(run), Path(to)
@@ -176,13 +176,15 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
     if checkpoint is None:
         raise FileNotFoundError(f"{run} holds no checkpoint-<step> folder to export")
     to.mkdir(parents=True, exist_ok=True)
-    for source, target in [(checkpoint / "model.safetensors", "model.safetensors"),
-                           (checkpoint / "config.json", "config.json"), (run / VOCAB_NAME, "vocab.txt"),
-                           (run / "run.json", "run.json")]:
+    files = [(checkpoint / "model.safetensors", "model.safetensors"), (checkpoint / "config.json", "config.json"),
+             (run / VOCAB_NAME, "vocab.txt"), (run / "run.json", "run.json")]
+    if (run / MERGES_NAME).is_file():  # a byte-level BPE vocabulary
+        files.append((run / MERGES_NAME, MERGES_NAME))
+    for source, target in files:
         shutil.copyfile(source, to / target)
         (to / target).chmod(0o644)  # readable by whoever installs the package
-    manifest = {"kind": "BertForPreTraining",
-                "files": {f: file_sha256(to / f) for f in ("model.safetensors", "vocab.txt")},
+    checked = ["model.safetensors", "vocab.txt"] + ([MERGES_NAME] if (to / MERGES_NAME).is_file() else [])
+    manifest = {"kind": "BertForPreTraining", "files": {f: file_sha256(to / f) for f in checked},
                 "vocab": "vocab.txt", "lowercase": True, "from": f"{run.name}/{checkpoint.name}"}
     (to / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     run_settings = json.loads((run / "run.json").read_text(encoding="utf-8"))

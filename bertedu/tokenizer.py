@@ -46,7 +46,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .constants import VOCAB_NAME
+from .constants import MERGES_NAME, VOCAB_NAME
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
@@ -689,7 +689,7 @@ def tokenizer_backend(tokenizer: WordPieceTokenizer):
     backend: character offsets into the original text (`bertedu.data.qa.tokenize_with_offsets`),
     which only its normaliser keeps.
     """
-    if isinstance(tokenizer, FastTokenizer):
+    if isinstance(tokenizer, (FastTokenizer, ByteLevelBPETokenizer)):
         return tokenizer.backend
     backend = _built_backends.get(tokenizer)
     if backend is None:
@@ -710,9 +710,16 @@ def load_vocab_tokenizer(
 
     `impl="reference"` is the readable Python version, `impl="fast"` the `tokenizers` one;
     they give identical output. `lowercase=False` for cased vocabularies.
+
+    A `vocab.txt` with a `merges.txt` beside it is a byte-level BPE vocabulary
+    (`train_byte_level_bpe`): it loads as a `ByteLevelBPETokenizer`, which has one
+    implementation, cased, whatever `impl`, `lowercase` and `chinese_chars` say.
     """
     if impl not in IMPLEMENTATIONS:
         raise ValueError(f"Unknown tokenizer impl {impl!r}; choose one of {sorted(IMPLEMENTATIONS)}.")
+    if not isinstance(vocab_path, Mapping) and merges_path(vocab_path).is_file():
+        return ByteLevelBPETokenizer(load_vocab(vocab_path), load_merges(merges_path(vocab_path)),
+                                     model_max_length=model_max_length, split_special_tokens=split_special_tokens)
     vocab = check_vocab(vocab_path) if isinstance(vocab_path, Mapping) else load_vocab(vocab_path)
     return IMPLEMENTATIONS[impl](
         vocab,
@@ -839,3 +846,160 @@ def write_vocab(tokens: list[str], out_path: str | os.PathLike) -> Path:
         handle.write("".join(token + "\n" for token in tokens))
     os.replace(tmp, out_path)
     return out_path
+
+
+# ----------------------------------------------------------------------------------------
+# Byte-level BPE: RoBERTa's (and GPT-2's) kind of vocabulary
+# ----------------------------------------------------------------------------------------
+
+MERGES_HEADER = "#version: 0.2"  # the first line of GPT-2's and RoBERTa's merges.txt
+
+
+def merges_path(vocab_path: str | os.PathLike) -> Path:
+    """Where a vocabulary's merges live: `merges.txt` beside its `vocab.txt`."""
+    return Path(vocab_path).with_name(MERGES_NAME)
+
+
+def load_merges(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """The merges of a byte-level BPE vocabulary, in the order they were learnt: one pair per
+    line ("Ġ t"), after an optional `#version` line (the layout of RoBERTa's merges.txt)."""
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    merges = []
+    for number, line in enumerate(lines, 1):
+        if not line or (number == 1 and line.startswith("#version")):
+            continue
+        pair = line.split(" ")
+        if len(pair) != 2:
+            raise ValueError(f"{path}, line {number}: a merge is two pieces separated by one space, got {line!r}")
+        merges.append((pair[0], pair[1]))
+    return merges
+
+
+def write_merges(merges: Sequence[tuple[str, str]], path: str | os.PathLike) -> Path:
+    """Write merges as RoBERTa's merges.txt (a `#version` line, then one pair per line); atomic."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".merges-", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+        handle.write(MERGES_HEADER + "\n" + "".join(f"{a} {b}\n" for a, b in merges))
+    os.replace(tmp, path)
+    return path
+
+
+def copy_vocabulary(vocab_path: str | os.PathLike, to: str | os.PathLike) -> Path:
+    """Copy a vocab.txt to `to` (a file path), and its merges.txt beside it when it has one.
+    The merges go first, each file by a rename, so a reader that sees the vocab.txt sees both."""
+    import shutil
+
+    source, to = Path(vocab_path), Path(to)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    pairs = [(merges_path(source), merges_path(to))] if merges_path(source).is_file() else []
+    for src, dst in pairs + [(source, to)]:
+        if src.resolve() == dst.resolve():
+            continue
+        tmp = dst.with_name(f".{dst.name}.tmp")
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    return to
+
+
+def build_bpe_backend(vocab: Mapping[str, int] | None = None, merges: Sequence[tuple[str, str]] | None = None):
+    """A `tokenizers.Tokenizer` for byte-level BPE: bytes as printable characters, then merges.
+
+    No post-processor and no prefix space: `ByteLevelBPETokenizer` adds both itself. With no
+    vocabulary, the start of `train_byte_level_bpe`.
+    """
+    from tokenizers import Tokenizer, decoders, pre_tokenizers
+    from tokenizers.models import BPE
+
+    model = BPE(dict(vocab), list(merges)) if vocab is not None else BPE()
+    backend = Tokenizer(model)
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    return backend
+
+
+class ByteLevelBPETokenizer(WordPieceTokenizer):
+    """RoBERTa's kind of vocabulary with BERT's special tokens. Introduced in notebook 15.
+
+    Text is read as UTF-8 bytes, each byte shown as a printable character (a space is `Ġ`),
+    and the learnt merges join them into pieces, so every text has a spelling and `[UNK]`
+    never appears; nothing is lower-cased. The special tokens keep BERT's names (`[CLS]` where
+    RoBERTa writes `<s>`, `[SEP]` for `</s>`), so encoding, masking and every model of the
+    library read it as they read WordPiece. `[MASK]` in a text takes the space before it, as
+    RoBERTa's `<mask>` does, so its prediction is a whole `Ġword`. A text gets a space before
+    its first word (RoBERTa's `add_prefix_space=True`), so a word is cut the same at the start
+    of a sentence and inside one: the data pipeline tokenizes sentence by sentence. Run by
+    `tokenizers` (`.backend`); `load_vocab_tokenizer` gives one for a vocab.txt with a
+    merges.txt beside it.
+    """
+
+    impl = "fast"
+
+    def __init__(self, vocab: Mapping[str, int], merges: Sequence[tuple[str, str]], model_max_length: int = 512,
+                 split_special_tokens: bool = False):
+        from tokenizers import AddedToken
+
+        super().__init__(vocab, lowercase=False, chinese_chars=False, model_max_length=model_max_length,
+                         split_special_tokens=split_special_tokens)
+        self.merges = [tuple(m) for m in merges]
+        self.backend = build_bpe_backend(self.vocab, self.merges)
+        if not split_special_tokens:
+            self.backend.add_special_tokens([AddedToken(t, lstrip=t == MASK, special=True) for t in SPECIAL_TOKENS])
+
+    def _tokenize_plain(self, text: str) -> list[str]:
+        return self.tokenize_batch([text])[0]
+
+    def tokenize(self, text: str) -> list[str]:
+        if not isinstance(text, str):
+            raise TypeError(f"tokenize() takes a str, got {type(text).__name__}.")
+        return self._tokenize_plain(text)
+
+    def tokenize_batch(self, texts: Sequence[str]) -> list[list[str]]:
+        spaced = [text if text[:1].isspace() else " " + text for text in texts]
+        # by id, not .tokens: a [MASK] that took the space before it is still "[MASK]"
+        return [[self.ids_to_tokens[i] for i in e.ids] for e in self.backend.encode_batch(spaced, add_special_tokens=False)]
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
+        """Ids -> the exact text: bytes joined back and read as UTF-8 (less the first word's Ġ)."""
+        ids = [ids] if isinstance(ids, int) else [int(i) for i in ids]
+        text = self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
+        return text[1:] if text.startswith(" ") else text
+
+
+def train_byte_level_bpe(
+    files_or_iterator: str | os.PathLike | Sequence[str | os.PathLike] | Iterable[str],
+    vocab_size: int,
+    out_path: str | os.PathLike,
+    min_frequency: int = 2,
+) -> Path:
+    """Learn a byte-level BPE vocabulary (RoBERTa's kind) with the `tokenizers` trainer.
+
+    Writes `vocab.txt` (BERT's five special tokens first, then the 256 byte characters, then
+    the merged pieces) and `merges.txt` beside it; returns the vocab.txt's Path. `out_path` is
+    a file or a folder. The corpus is read as by `train_wordpiece`. At least 261 pieces (five
+    special tokens and 256 bytes).
+    """
+    import json
+
+    from tokenizers import pre_tokenizers
+    from tokenizers.trainers import BpeTrainer
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if vocab_size < len(SPECIAL_TOKENS) + len(alphabet):
+        raise ValueError(f"vocab_size {vocab_size} is below the {len(SPECIAL_TOKENS) + len(alphabet)} pieces every "
+                         "byte-level BPE vocabulary holds (5 special tokens and 256 bytes)")
+    corpus = _CountedTexts(_corpus_lines(files_or_iterator))
+    backend = build_bpe_backend()
+    trainer = BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS),
+                         initial_alphabet=alphabet, show_progress=False)
+    backend.train_from_iterator((" " + text for text in corpus), trainer=trainer)  # the prefix space, as read
+    if corpus.non_blank == 0:
+        raise ValueError("The corpus is empty (no non-blank text): nothing to learn a vocabulary from.")
+    merges = json.loads(backend.to_str())["model"]["merges"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
+    out_path = Path(out_path)
+    if out_path.is_dir():
+        out_path = out_path / VOCAB_NAME
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    write_merges(merges, merges_path(out_path))  # first: a vocab.txt in place means the merges are too
+    return write_vocab(_tokens_by_id(backend.get_vocab()), out_path)

@@ -4,6 +4,8 @@ Chinese. Introduced in the pretraining-data notebook.
 - `build_vocab(corpus, vocab_size=8000)` trains a WordPiece vocabulary with the
   `tokenizers` trainer (`bertedu.tokenizer.train_wordpiece`), as Google did for BERT
   (30,522 pieces for English; a toy model does well with 8k).
+- `build_bpe_vocab(corpus, vocab_size)` trains RoBERTa's byte-level BPE instead (vocab.txt
+  and merges.txt; notebook 15).
 - `build_char_vocab(corpus)` is what Google's Chinese BERT does: BERT's basic tokeniser
   already cuts Chinese into single characters, so the vocabulary is simply every
   character seen often enough (plus ASCII, so mixed text still works).
@@ -24,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from bertedu.tokenizer import (
+    train_byte_level_bpe,
     write_vocab,
     CONTINUATION_PREFIX,
     SPECIAL_TOKENS,
@@ -66,6 +69,20 @@ def build_vocab(
         lowercase=lowercase,
         min_frequency=min_frequency,
     )
+
+
+def build_bpe_vocab(
+    corpus: str | os.PathLike | Iterable[Document],
+    vocab_size: int,
+    out_path: str | os.PathLike,
+    min_frequency: int = 2,
+    max_documents: int | None = None,
+) -> Path:
+    """Train a byte-level BPE vocabulary (RoBERTa's kind) on a corpus: vocab.txt and merges.txt
+    at `out_path` (a file, or a folder); returns the vocab.txt's Path. See
+    `bertedu.tokenizer.train_byte_level_bpe`."""
+    return train_byte_level_bpe(corpus_sentences(corpus, max_documents), vocab_size, out_path,
+                                min_frequency=min_frequency)
 
 
 def build_char_vocab(
