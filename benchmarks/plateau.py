@@ -8,6 +8,7 @@ Writes figures/pretrain_plateau.png and prints a markdown table (one row per run
 
     python benchmarks/plateau.py runs/course-en-tiny runs/course-zh-tiny
     python benchmarks/plateau.py --cross-masks runs/a runs/b   # each run on both held-out mask kinds
+    python benchmarks/plateau.py --cross-packing runs/a runs/b # ... on sentence pairs and on packed blocks
 """
 
 from __future__ import annotations
@@ -65,20 +66,28 @@ def plot(runs: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def cross_masks(folders: list[str]) -> None:
-    """Each run's last checkpoint on its held-out documents with masks drawn per token and per
-    whole word (same documents and seed; the run's precision), as a markdown table."""
+CROSSES = {  # --cross-X: the run.json setting that changes, its values, and the column names
+    "masks": ("whole_word", (False, True), ("token masks", "whole-word masks")),
+    "packing": ("packing", ("pairs", "full-sentences"), ("sentence-pair examples", "FULL-SENTENCES blocks")),
+}
+
+
+def cross(folders: list[str], kind: str) -> None:
+    """Each run's last checkpoint on its held-out documents made into examples both ways of
+    `CROSSES[kind]` (masks per token and per whole word, or sentence pairs and packed blocks;
+    same documents and seed; the run's precision), as a markdown table."""
     from bertedu.data import collate_pretraining
     from bertedu.pretrain import PretrainConfig, heldout_dataset, load_pretrained
     from bertedu.train import evaluate
 
-    print("| run | held-out MLM acc., token masks | held-out MLM acc., whole-word masks |\n|---|--:|--:|")
+    field, values, columns = CROSSES[kind]
+    print(f"| run | held-out MLM acc., {columns[0]} | held-out MLM acc., {columns[1]} |\n|---|--:|--:|")
     for folder in map(Path, folders):
         model, tokenizer = load_pretrained(folder)
         settings = json.loads((folder / "run.json").read_text())
         scores = []
-        for whole_word in (False, True):
-            cfg = PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None, "whole_word": whole_word})
+        for value in values:
+            cfg = PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None, field: value})
             result = evaluate(model, heldout_dataset(cfg, tokenizer),
                               lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id),
                               cfg.batch_size, cfg.seed, precision=cfg.precision)
@@ -91,10 +100,13 @@ def main() -> None:
     parser.add_argument("runs", nargs="+")
     parser.add_argument("--figure", default=None, help="default: figures/pretrain_plateau.png")
     parser.add_argument("--cross-masks", action="store_true", help="only the table of each run on both mask kinds")
+    parser.add_argument("--cross-packing", action="store_true",
+                        help="only the table of each run on both example kinds (pairs, FULL-SENTENCES; MLM-only runs)")
     args = parser.parse_args()
-    if args.cross_masks:
-        cross_masks(args.runs)
-        return
+    for kind in CROSSES:
+        if getattr(args, f"cross_{kind}"):
+            cross(args.runs, kind)
+            return
     from bertedu.viz import figures_dir
 
     runs = [read_run(Path(folder)) for folder in args.runs]

@@ -137,3 +137,20 @@ def test_distill_speed_script_times_teacher_student_and_transformers(tmp_path):
     # the ratio is formed before the times are rounded to 10 µs: equal up to that rounding
     assert row["student / teacher"] == pytest.approx(row["student s"] / row["teacher s"], abs=0.01)
     assert "| 1 | 2 × 16 |" in proc.stdout
+
+
+def test_plateau_cross_tables_score_a_run_on_both_kinds_of_held_out_example(tmp_path):
+    from bertedu.cli import main
+
+    run = tmp_path / "run"
+    assert main(["pretrain", "--preset", "tiny", "--steps", "2", "--batch-size", "4", "--corpus", "wiki-en",
+                 "--max-documents", "30", "--vocab-size", "600", "--no-progress", "--max-seq-length", "48",
+                 "--no-nsp", "--max-eval-examples", "16", "--out", str(run)]) == 0
+    for flag, columns in [("--cross-packing", "sentence-pair examples | held-out MLM acc., FULL-SENTENCES blocks"),
+                          ("--cross-masks", "token masks | held-out MLM acc., whole-word masks")]:
+        proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "plateau.py"), flag, str(run)],
+                              capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        header, rule, row = proc.stdout.strip().splitlines()
+        assert columns in header and rule == "|---|--:|--:|"
+        scores = [float(x) for x in row.strip("| ").split(" | ")[1:]]
+        assert row.startswith("| run |") and len(scores) == 2 and all(0 <= s <= 1 for s in scores)
