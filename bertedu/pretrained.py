@@ -159,9 +159,11 @@ def load_masked_lm(name: str, impl: str = "fast"):
     return load_masked_lm_folder(masked_lm_dir(name), impl=impl)
 
 
-def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: str | None = None) -> Path:
+def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: str | None = None,
+                        half: bool = False) -> Path:
     """A `bertedu pretrain` run's last checkpoint as a shipped masked LM folder: its
-    model.safetensors (fp32, as trained), config.json, the run's vocab.txt and run.json (its
+    model.safetensors (fp32, as trained; fp16 with `half`, half the bytes, loaded back as
+    fp32), config.json, the run's vocab.txt and run.json (its
     settings, so its held-out set can be rebuilt), manifest.json (sha256 of the weights and
     vocabulary) and COMMAND.md (the `command` that made the run, and this export).
     Add the folder's name to `MASKED_LMS` to load it by name."""
@@ -183,6 +185,11 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
     for source, target in files:
         shutil.copyfile(source, to / target)
         (to / target).chmod(0o644)  # readable by whoever installs the package
+    if half:
+        from safetensors.torch import load_file, save_file
+
+        state = load_file(str(to / "model.safetensors"))
+        save_file({k: v.half() if v.is_floating_point() else v for k, v in state.items()}, str(to / "model.safetensors"))
     checked = ["model.safetensors", "vocab.txt"] + ([MERGES_NAME] if (to / MERGES_NAME).is_file() else [])
     manifest = {"kind": "BertForPreTraining", "files": {f: file_sha256(to / f) for f in checked},
                 "vocab": "vocab.txt", "lowercase": True, "from": f"{run.name}/{checkpoint.name}"}
@@ -192,7 +199,7 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
         f"# {name or to.name}: how these weights were made\n\n"
         f"Pretrained from random weights by one `bertedu pretrain` command ({checkpoint.name} of the run):\n\n"
         "```\n" + command + "\n```\n\nexported with\n\n```\n"
-        f"python -m bertedu.pretrained export {run} {to} --command '<the command above>'\n```\n\n"
+        f"python -m bertedu.pretrained export {run} {to}{' --half' if half else ''} --command '<the command above>'\n```\n\n"
         "The run's settings (run.json):\n\n```json\n" + json.dumps(run_settings, indent=2) + "\n```\n",
         encoding="utf-8")
     return to
@@ -208,8 +215,9 @@ def main(argv=None) -> int:
     export.add_argument("run")
     export.add_argument("to")
     export.add_argument("--command", required=True, help="the bertedu pretrain command that made the run")
+    export.add_argument("--half", action="store_true", help="store the weights in fp16 (half the bytes)")
     args = parser.parse_args(argv)
-    print(export_pretrain_run(args.run, args.to, args.command))
+    print(export_pretrain_run(args.run, args.to, args.command, half=args.half))
     return 0
 
 

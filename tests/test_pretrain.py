@@ -198,6 +198,14 @@ def test_a_run_exports_as_a_shipped_masked_lm(tiny_run, tmp_path):
     with pytest.raises(WeightsIntegrityError, match="sha256"):
         load_masked_lm_folder(folder)
 
+    # fp16: half the bytes, loaded back as fp32 weights within fp16's rounding of the trained ones
+    half = export_pretrain_run(tiny_run, tmp_path / "course-half", "bertedu pretrain ...", half=True)
+    assert "--half" in (half / "COMMAND.md").read_text()
+    assert (half / "model.safetensors").stat().st_size < 0.55 * (folder / "model.safetensors").stat().st_size
+    halved, _ = load_masked_lm_folder(half)
+    for (name, p), (_, q) in zip(halved.named_parameters(), trained.named_parameters()):
+        assert p.dtype == torch.float32 and torch.allclose(p, q, rtol=1e-3, atol=1e-4), name
+
 
 def test_extra_corpus_adds_training_text_only(tiny_run, tmp_path):
     """--extra-corpus: more training examples, the very same held-out examples and masks."""
