@@ -40,7 +40,7 @@ def plot(runs: list[dict], path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(11, 4))
+    fig = Figure(figsize=(12, 4 + 0.12 * 4 * len(runs)))  # room below for the legends
     FigureCanvasAgg(fig)
     ax_acc, ax_loss = fig.subplots(1, 2)
     drawn = []  # runs with the same held-out examples and training counts share one set of count lines
@@ -60,7 +60,7 @@ def plot(runs: list[dict], path: Path) -> None:
     ax_loss.set(xlabel="step", ylabel="MLM loss", title="MLM loss: training (faint) and held-out")
     for ax in (ax_acc, ax_loss):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

@@ -190,6 +190,7 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
 
         state = load_file(str(to / "model.safetensors"))
         save_file({k: v.half() if v.is_floating_point() else v for k, v in state.items()}, str(to / "model.safetensors"))
+        (to / "model.safetensors").chmod(0o644)
     checked = ["model.safetensors", "vocab.txt"] + ([MERGES_NAME] if (to / MERGES_NAME).is_file() else [])
     manifest = {"kind": "BertForPreTraining", "files": {f: file_sha256(to / f) for f in checked},
                 "vocab": "vocab.txt", "lowercase": True, "from": f"{run.name}/{checkpoint.name}"}

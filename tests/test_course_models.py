@@ -18,9 +18,10 @@ COURSE_MODELS = {
     # whole-word masks: it learnt to guess hidden words (努力发展, "strive to develop"), and never saw a
     # half-hidden one, so it does not complete 北[MASK] to 北京 (notebook 19)
     "course-zh-wwm": (0.2105, [("我们要努力[MASK][MASK]。", "发", 1), ("我国[MASK][MASK]建设取得了很大成就。", "经", 1)]),
-    # the English model knows which kind of word fits (a verb, a year, a body of water), not facts
-    "course-en": (0.2974, [("she [MASK] a book .", "wrote", 5), ("the river flows into the [MASK] .", "ocean", 5),
-                           ("many people [MASK] in the city .", "live", 5)]),
+    # the English model knows which kind of word fits (a verb, an office, a role), not facts
+    "course-en": (0.3127, [("she [MASK] a book .", "wrote", 5), ("many people [MASK] in the city .", "live", 5),
+                           ("the city is the [MASK] of the province .", "capital", 1),
+                           ("he was elected [MASK] of the party .", "president", 1)]),
 }
 
 
