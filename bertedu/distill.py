@@ -40,6 +40,7 @@ from typing import Optional, Union
 
 import torch
 
+from .constants import VOCAB_NAME
 from .distillation import hidden_cosine_loss, soft_target_loss, tinybert_layer_loss, uniform_layer_map
 from .encoder import BertModel
 from .errors import MissingFileError, SettingError, as_user_error
@@ -47,7 +48,6 @@ from .heads import BertForPreTraining, masked_lm_loss
 from .train import TrainConfig, TrainResult, train
 from .utils import seed_everything, setting
 
-VOCAB_NAME = "vocab.txt"
 RUN_NAME = "distill.json"
 Teacher = Union[BertModel, BertForPreTraining]
 

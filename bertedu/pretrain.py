@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,7 +157,7 @@ def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
     if cfg.init_from:  # phase 2 reads text exactly as phase 1 did
         copy_vocabulary(Path(cfg.init_from) / VOCAB_NAME, path)
     elif cfg.vocab == "minilm":
-        _copy_atomic(minilm_vocab_path(), path)
+        copy_vocabulary(minilm_vocab_path(), path)
     elif cfg.vocab:
         copy_vocabulary(Path(cfg.vocab), path)
     elif cfg.vocab_kind == "bpe":
@@ -177,13 +176,6 @@ def _wait_for(path: Path, timeout_s: float = 6 * 3600) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"process 0 did not write {path} within {timeout_s / 3600:.0f} hours")
         time.sleep(1.0)
-
-
-def _copy_atomic(src: Path, dst: Path) -> None:
-    """Copy, then rename into place: a reader never sees half a file."""
-    tmp = dst.with_name(f".{dst.name}.tmp")
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
 
 
 def document_stream(cfg: PretrainConfig, corpus):

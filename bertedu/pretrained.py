@@ -59,7 +59,7 @@ MASKED_LMS = {
     "minilm-mlm": "minilm-mlm",  # all-MiniLM-L6-v2 + MLM head, continued (bertedu.mlm_adapt)
     "course-zh": "course-zh",  # tiny, pretrained from random weights on People's Daily (COMMAND.md)
     "course-zh-wwm": "course-zh-wwm",  # the same recipe with whole-word masks (notebook 19)
-    "course-en": "course-en",  # tiny, pretrained from random weights on the embedded English Wikipedia
+    "course-en": "course-en",  # mini, pretrained from random weights on the embedded English Wikipedia
 }
 
 
