@@ -9,6 +9,7 @@ Writes figures/pretrain_plateau.png and prints a markdown table (one row per run
     python benchmarks/plateau.py runs/course-en-tiny runs/course-zh-tiny
     python benchmarks/plateau.py --cross-masks runs/a runs/b   # each run on both held-out mask kinds
     python benchmarks/plateau.py --cross-packing runs/a runs/b # ... on sentence pairs and on packed blocks
+    python benchmarks/plateau.py --words runs/a runs/b         # per whole word: runs with different vocabularies
 """
 
 from __future__ import annotations
@@ -95,6 +96,71 @@ def cross(folders: list[str], kind: str) -> None:
         print(f"| {folder.name} | {scores[0]:.3f} | {scores[1]:.3f} |")
 
 
+def masked_words(labels: list[int], tokenizer) -> list[list[int]]:
+    """The positions of each masked word in one example's labels (-100: not masked): a run of
+    masked positions whose later labels are `##` continuation pieces is one word."""
+    words: list[list[int]] = []
+    for position, label in enumerate(labels):
+        if label == -100:
+            continue
+        continues = tokenizer.convert_ids_to_tokens(label).startswith("##")
+        if continues and words and words[-1][-1] == position - 1:
+            words[-1].append(position)
+        else:
+            words.append([position])
+    return words
+
+
+def word_table(folders: list[str]) -> None:
+    """Accuracy per whole word, which compares runs with different vocabularies (accuracy per
+    piece does not: a smaller vocabulary cuts words into more, easier pieces). Each run's last
+    checkpoint on its held-out documents with whole-word masks, the same documents and seed
+    for every run: a masked word counts as right when every one of its pieces is the top
+    prediction. Also: the vocabulary's pieces per word on those documents, and the run's speed."""
+    import torch
+
+    from bertedu.data import collate_pretraining
+    from bertedu.pretrain import PretrainConfig, heldout_dataset, load_pretrained
+    from bertedu.train import evaluate
+    from bertedu.utils import autocast, eval_mode
+
+    print("| run | vocabulary | pieces per word | held-out MLM acc. per piece, token masks | "
+          "per piece, whole-word masks | **per word, whole-word masks** (words) | tokens/s |\n"
+          "|---|--:|--:|--:|--:|--:|--:|")
+    for folder in map(Path, folders):
+        model, tokenizer = load_pretrained(folder)
+        settings = json.loads((folder / "run.json").read_text())
+        collate = lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id)
+        per_piece = []
+        for whole_word in (False, True):
+            cfg = PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None,
+                                    "whole_word": whole_word})
+            dataset = heldout_dataset(cfg, tokenizer)
+            per_piece.append(evaluate(model, dataset, collate, cfg.batch_size, cfg.seed,
+                                      precision=cfg.precision)["mlm_accuracy"])
+        right = total = pieces = heads = 0
+        with eval_mode(model), torch.no_grad():
+            for start in range(0, len(dataset), cfg.batch_size):
+                batch = collate([dataset[i] for i in range(start, min(start + cfg.batch_size, len(dataset)))], None)
+                with autocast(cfg.precision, torch.device("cpu")):
+                    predicted = model(**batch).mlm_logits.argmax(-1)
+                for row, labels in enumerate(batch["labels"].tolist()):
+                    for word in masked_words(labels, tokenizer):
+                        total += 1
+                        right += all(predicted[row, p] == labels[p] for p in word)
+                    # pieces per word over the whole example: the original pieces, masked or not
+                    original = [label if label != -100 else token
+                                for token, label in zip(batch["input_ids"][row].tolist(), labels)]
+                    text = tokenizer.convert_ids_to_tokens([i for i in original if i not in tokenizer.special_ids])
+                    pieces += len(text)
+                    heads += sum(not t.startswith("##") for t in text)
+        metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        last = [m for m in metrics if "tokens" in m][-1]
+        print(f"| {folder.name} | {len(tokenizer):,} | {pieces / max(heads, 1):.2f} | {per_piece[0]:.3f} | "
+              f"{per_piece[1]:.3f} | **{right / max(total, 1):.3f}** ({total:,}) | "
+              f"{last['tokens'] / last['elapsed']:,.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+")
@@ -102,7 +168,12 @@ def main() -> None:
     parser.add_argument("--cross-masks", action="store_true", help="only the table of each run on both mask kinds")
     parser.add_argument("--cross-packing", action="store_true",
                         help="only the table of each run on both example kinds (pairs, FULL-SENTENCES; MLM-only runs)")
+    parser.add_argument("--words", action="store_true",
+                        help="only the table of each run's accuracy per whole word (runs with different vocabularies)")
     args = parser.parse_args()
+    if args.words:
+        word_table(args.runs)
+        return
     for kind in CROSSES:
         if getattr(args, f"cross_{kind}"):
             cross(args.runs, kind)

@@ -62,7 +62,12 @@ class DistillConfig(TrainConfig):
                                    "other one); their number is the student's depth")
     corpus: str = setting("wiki-en,bible-en:web", "the text to distil on, comma-separated corpus names; wiki-en's "
                                                    "held-out documents (as `bertedu pretrain` holds them out) are left out "
-                                                   "and give the held-out loss")
+                                                   "and give the held-out loss; task:NAME is an embedded task's training "
+                                                   "inputs, one sequence each, labels unused (TinyBERT's task-specific "
+                                                   "stage, e.g. task:ner-en)")
+    init_student: Optional[str] = setting(None, "start the student from this distillation or pretraining run instead "
+                                                "of teacher layers (--layers is then ignored): a second stage, e.g. "
+                                                "on a task's text after the general text")
     max_seq_length: int = setting(128, "word pieces per sequence, [CLS] and [SEP] included")
     hidden_weight: float = setting(1.0, "weight of TinyBERT's hidden-state MSE (all mapped layers)")
     attention_weight: float = setting(1.0, "weight of TinyBERT's attention-map MSE (all mapped layers)")
@@ -150,6 +155,21 @@ def student_from_teacher(teacher: Teacher, layers: list[int]) -> BertForPreTrain
     return student
 
 
+def initial_student(run: str, teacher_vocab: Path) -> BertForPreTraining:
+    """The student of an earlier run (`bertedu distill` or `bertedu pretrain`), to distil further.
+    Its vocabulary must be the teacher's: both read the same input ids."""
+    from .pretrain import load_pretrained
+
+    folder = Path(run)
+    if not (folder / VOCAB_NAME).is_file():
+        raise MissingFileError(f"--init-student {run}: no {VOCAB_NAME} there; pass a `bertedu distill` or "
+                               "`bertedu pretrain` output folder")
+    if (folder / VOCAB_NAME).read_bytes() != Path(teacher_vocab).read_bytes():
+        raise SettingError(f"--init-student {run}: its vocabulary is not the teacher's, so they would read "
+                           "different pieces")
+    return load_pretrained(run)[0]
+
+
 @dataclass
 class DistillationOutput:
     loss: torch.Tensor  # the weighted sum the student is trained on
@@ -227,12 +247,32 @@ def distillation_sequences(cfg: DistillConfig, tokenizer) -> tuple[list[list[int
     train_sequences = []
     for spec in (c.strip() for c in cfg.corpus.split(",") if c.strip()):
         with as_user_error(f"--corpus {spec}", ValueError):
-            documents = list(load_corpus(spec))
+            documents = task_documents(spec[len("task:"):]) if spec.startswith("task:") else list(load_corpus(spec))
         if spec == "wiki-en":
             documents = held_out_split(documents)[0]
         train_sequences.extend(document_sequences(documents, tokenizer, cfg.max_seq_length))
     held_out = document_sequences(wiki_en_held_out(), tokenizer, cfg.max_seq_length)[: cfg.max_eval_sequences]
     return train_sequences, held_out
+
+
+def task_documents(name: str) -> list[list[str]]:
+    """An embedded task's training inputs as documents of one or two sentences, labels dropped:
+    a tagged sentence's words joined by spaces, a pair's two sentences, a QA example's question
+    and context. Only the training split: the dev and test inputs stay unseen."""
+    from .data.formats import QAExample, TaggingExample
+    from .data.task_data import EMBEDDED_TASKS, load_task
+
+    if name not in EMBEDDED_TASKS:
+        raise ValueError(f"task:{name}: not an embedded task ({', '.join(EMBEDDED_TASKS)})")
+    documents = []
+    for example in load_task(name).train:
+        if isinstance(example, TaggingExample):
+            documents.append([" ".join(example.tokens)])
+        elif isinstance(example, QAExample):
+            documents.append([example.question, example.context])
+        else:
+            documents.append([t for t in (example.text_a, example.text_b) if t])
+    return documents
 
 
 def make_collate(cfg: DistillConfig, tokenizer):
@@ -271,7 +311,9 @@ def distill(cfg: DistillConfig, resume: bool = False) -> TrainResult:
     sequences, held_out = distillation_sequences(cfg, tokenizer)
 
     seed_everything(cfg.seed)  # a fresh head's initialisation, when the teacher has none
-    model = DistillingStudent(student_from_teacher(teacher, cfg.layer_indices()), teacher, cfg)
+    student = initial_student(cfg.init_student, vocab) if cfg.init_student else \
+        student_from_teacher(teacher, cfg.layer_indices())
+    model = DistillingStudent(student, teacher, cfg)
     train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision), out=str(out),
                                  ddp_find_unused_parameters=True)  # the heads get no gradient
     result = train(model, sequences, make_collate(cfg, tokenizer), train_cfg, eval_dataset=held_out, resume=resume)

@@ -154,3 +154,26 @@ def test_plateau_cross_tables_score_a_run_on_both_kinds_of_held_out_example(tmp_
         assert columns in header and rule == "|---|--:|--:|"
         scores = [float(x) for x in row.strip("| ").split(" | ")[1:]]
         assert row.startswith("| run |") and len(scores) == 2 and all(0 <= s <= 1 for s in scores)
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "plateau.py"), "--words", str(run)],
+                          capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    header, rule, row = proc.stdout.strip().splitlines()
+    assert "per word, whole-word masks" in header and rule.count("--:") == 6
+    cells = row.strip("| ").split(" | ")
+    assert cells[0] == "run" and int(cells[1].replace(",", "")) <= 600 and float(cells[2]) >= 1.0
+    word_accuracy, words = cells[5].replace("*", "").split()
+    assert 0 <= float(word_accuracy) <= 1 and int(words.strip("()").replace(",", "")) > 0
+
+
+def test_plateau_groups_masked_pieces_into_words():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from plateau import masked_words
+
+    class Pieces:
+        tokens = ["[PAD]", "the", "un", "##do", "##ing", "cat", "##s"]
+
+        def convert_ids_to_tokens(self, i):
+            return self.tokens[i]
+
+    # "the undoing cats": un ##do ##ing masked together, then cat ##s; an unmasked gap splits words
+    assert masked_words([-100, 1, 2, 3, 4, -100, 5, 6], Pieces()) == [[1], [2, 3, 4], [6, 7]]
+    assert masked_words([2, 5, -100, 6], Pieces()) == [[0], [1], [3]]  # a lone ## piece is a word of its own

@@ -127,3 +127,43 @@ def test_distill_command_errors_are_one_line(teacher_run, tmp_path, capsys):
     assert main(distill_args(teacher_run, out)) == 0
     assert main(distill_args(teacher_run, out)) == 2
     assert "--resume" in capsys.readouterr().err
+
+
+def test_a_second_stage_starts_from_the_first_students_weights_on_a_tasks_text(teacher_run, tmp_path, capsys):
+    """TinyBERT's two stages: general text, then a task's training inputs (labels unused),
+    continuing from the first stage's student rather than from teacher layers."""
+    first = tmp_path / "general"
+    assert main(distill_args(teacher_run, first)) == 0
+    stage_two = ["--init-student", str(first), "--corpus", "task:ner-en", "--soft-weight", "0", "--mlm-weight", "0"]
+    frozen, moved = tmp_path / "frozen", tmp_path / "moved"
+    assert main([*distill_args(teacher_run, frozen, *stage_two), "--lr", "1e-12", "--steps", "1"]) == 0
+    assert main(distill_args(teacher_run, moved, *stage_two)) == 0
+    start = load_file(str(latest_checkpoint(first) / "model.safetensors"))
+    kept = load_file(str(latest_checkpoint(frozen) / "model.safetensors"))
+    trained = load_file(str(latest_checkpoint(moved) / "model.safetensors"))
+    assert start.keys() == kept.keys() == trained.keys()
+    assert all(torch.allclose(start[k], kept[k], atol=1e-6) for k in start)  # began where stage one ended
+    name = "bert.layers.0.attention.query.weight"
+    assert not torch.allclose(start[name], trained[name], atol=1e-4)  # and learnt from the tweets
+
+    other = tmp_path / "other-vocab"
+    other.mkdir()
+    (other / "vocab.txt").write_text((first / "vocab.txt").read_text() + "extra\n")
+    assert main(distill_args(teacher_run, tmp_path / "x", "--init-student", str(other))) == 2
+    assert "not the teacher's" in capsys.readouterr().err
+    assert main(distill_args(teacher_run, tmp_path / "y", "--corpus", "task:nonsense")) == 2
+    assert "not an embedded task" in capsys.readouterr().err
+
+
+def test_task_documents_are_the_training_inputs_only():
+    from bertedu.data.task_data import load_task
+    from bertedu.distill import task_documents
+
+    task = load_task("ner-en")
+    documents = task_documents("ner-en")
+    assert len(documents) == len(task.train)
+    assert documents[0] == [" ".join(task.train[0].tokens)]
+    test_texts = {" ".join(e.tokens) for e in task.test}
+    assert not test_texts & {d[0] for d in documents}
+    pairs = task_documents("paraphrase-en")
+    assert all(len(d) == 2 for d in pairs[:50])
