@@ -2,6 +2,8 @@
 way (same task, data, steps, recipe, seeds) and compare test scores.
 
     python benchmarks/distill_table.py --student runs/distil/minilm-l3 --out runs/distil-ft
+    python benchmarks/distill_table.py --student runs/distil/minilm-l3 --label soft --out runs/distil-ft \
+        --student-extra "--teacher {teacher}"      # the student also learns from the fine-tuned teacher
 
 Each run is one `bertedu finetune` command (printed), one after the other; a run whose
 results.json exists is read, not repeated. The table gives mean ± sample standard deviation
@@ -36,6 +38,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--extra", default="", help="flags added to every command (later flags win)")
+    parser.add_argument("--student-extra", default="", help="flags added to the student's commands only; "
+                                                           "{teacher} stands for the teacher's fine-tuned run of the "
+                                                           "same task and seed, e.g. \"--teacher {teacher}\"")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -44,10 +49,12 @@ def main() -> None:
     for task in args.tasks.split(","):
         scores = {"teacher": [], "student": []}
         for seed in args.seeds.split(","):
+            teacher_out = Path(args.out) / f"{task}-teacher-{seed}"
             for kind, init in (("teacher", args.teacher), ("student", args.student)):
-                out = Path(args.out) / f"{task}-{args.label if kind == 'student' else kind}-{seed}"
+                out = teacher_out if kind == "teacher" else Path(args.out) / f"{task}-{args.label}-{seed}"
+                own = args.student_extra.format(teacher=teacher_out).split() if kind == "student" else []
                 command = ["bertedu", "finetune", "--task", task, "--init", init, *TASKS[task].split(),
-                           *args.extra.split(), "--seed", seed, "--no-progress", "--out", str(out)]
+                           *args.extra.split(), *own, "--seed", seed, "--no-progress", "--out", str(out)]
                 if not (out / "results.json").exists():
                     print(" ".join(command), flush=True)
                     subprocess.run([sys.executable, "-m", "bertedu.cli", *command[1:]], env=env, check=True,

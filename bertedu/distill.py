@@ -320,3 +320,67 @@ def distill(cfg: DistillConfig, resume: bool = False) -> TrainResult:
     if result.records:
         plot_metrics(result.records, out / "metrics.png")
     return result
+
+
+# ---- distillation while fine-tuning ----------------------------------------------------------
+
+
+class _LearnsFromTeacher:
+    """Mixed into a task model's class (`attach_task_teacher`): in training, the loss becomes
+    (1 - a) * cross-entropy on the labels + a * T^2 KL to the fine-tuned teacher's softened
+    predictions on the same batch (per example for classification, per real token for tagging).
+    The teacher is held outside the module tree, so checkpoints are the student's alone."""
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None, **kwargs):
+        out = super().forward(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                              labels=labels, **kwargs)
+        if labels is None or not self.training:
+            return out  # evaluation and prediction: the student alone
+        teacher = self.task_teacher
+        if next(teacher.parameters()).device != input_ids.device:
+            teacher.to(input_ids.device)
+        with torch.no_grad():
+            target = teacher(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).logits
+        mask = attention_mask if out.logits.dim() == 3 and attention_mask is not None else None
+        soft = soft_target_loss(out.logits, target, self.soft_temperature, mask)
+        out.loss = (1 - self.soft_weight) * out.loss + self.soft_weight * soft
+        return out
+
+
+def attach_task_teacher(model, teacher_run: str, task, vocab: Path, soft_weight: float, temperature: float) -> None:
+    """Make `model` (a classification or tagging model being fine-tuned on `task`) learn from
+    the fine-tuned model in `teacher_run` too. Refuses a teacher of another task, label set or
+    vocabulary: its predictions would be about something else."""
+    from .finetune import load_finetuned
+    from .tasks import BertForQuestionAnswering
+
+    if isinstance(model, BertForQuestionAnswering):
+        raise SettingError("--teacher: distillation while fine-tuning takes classification and tagging tasks, not QA")
+    with as_user_error(f"--teacher {teacher_run}", FileNotFoundError):
+        teacher, _, info = load_finetuned(teacher_run)
+    if info["task"] != task.name or list(info["labels"]) != list(task.labels):
+        raise SettingError(f"--teacher {teacher_run} was fine-tuned on {info['task']} with labels "
+                           f"{', '.join(info['labels'])}: the teacher must have done this task, {task.name}")
+    if (Path(teacher_run) / VOCAB_NAME).read_bytes() != Path(vocab).read_bytes():
+        raise SettingError(f"--teacher {teacher_run}: its vocabulary is not this model's, so they would read "
+                           "different pieces")
+    learn_from_teacher(model, teacher, soft_weight, temperature)
+
+
+def learn_from_teacher(model, teacher, soft_weight: float, temperature: float):
+    """Give the task model `model` the soft-target loss to `teacher` (same kind of task model,
+    same labels) while training; `detach_task_teacher` takes it away. Returns `model`."""
+    base = type(model)
+    model.__class__ = type(f"{base.__name__}LearningFromTeacher", (_LearnsFromTeacher, base), {})
+    object.__setattr__(model, "task_teacher", teacher.eval().requires_grad_(False))
+    model.soft_weight, model.soft_temperature = soft_weight, temperature
+    return model
+
+
+def detach_task_teacher(model) -> None:
+    """Undo `attach_task_teacher`: the model's own class again, no teacher held."""
+    if isinstance(model, _LearnsFromTeacher):
+        model.__class__ = model.__class__.__mro__[2]
+        for name in ("task_teacher", "soft_weight", "soft_temperature"):
+            model.__dict__.pop(name, None)
+

@@ -149,6 +149,13 @@ class FinetuneConfig(TrainConfig):
     precision: str = setting("auto", "auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16")
     overwrite: bool = setting(False, "replace the run in --out (finished or not): its checkpoints, model/, "
                                      "metrics, predictions and results are deleted first")
+    teacher: Optional[str] = setting(None, "a finished `bertedu finetune --out` folder of the same task and "
+                                           "vocabulary whose predictions this run also learns from (knowledge "
+                                           "distillation while fine-tuning, TinyBERT's prediction-layer loss); "
+                                           "classification and tagging tasks")
+    soft_weight: float = setting(0.5, "with --teacher: weight of the soft-target loss, T^2 KL to the teacher's "
+                                      "softened predictions; the labels' cross-entropy gets 1 minus it")
+    temperature: float = setting(1.0, "with --teacher: softmax temperature of the soft targets")
 
     def __post_init__(self) -> None:
         from .data.task_data import TASKS
@@ -180,6 +187,12 @@ class FinetuneConfig(TrainConfig):
             raise ValueError(f"eval_every must be 0 (once per epoch) or a number of steps, got {self.eval_every}")
         if self.pooling not in (None, "pooler", "mean"):
             raise ValueError(f"pooling must be 'pooler' or 'mean', got {self.pooling!r}")
+        if not 0 <= self.soft_weight <= 1:
+            raise ValueError(f"soft_weight must be between 0 and 1, got {self.soft_weight}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be positive, got {self.temperature}")
+        if self.teacher is not None and not os.path.isdir(self.teacher):
+            raise ValueError(f"teacher must be a `bertedu finetune --out` folder; {self.teacher!r} is not a folder")
 
     def _check_lr(self) -> None:
         if self.lr is not None:  # None: resolved_lr() picks it from init and freeze_encoder
@@ -512,6 +525,10 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
     if not task.train or not task.dev:
         raise SettingError(f"{task.name} needs a train and a dev split to fine-tune and select on; got {task.summary()}")
     model, tokenizer = build_model(cfg, task, out)
+    if cfg.teacher is not None:
+        from .distill import attach_task_teacher
+
+        attach_task_teacher(model, cfg.teacher, task, out / VOCAB_NAME, cfg.soft_weight, cfg.temperature)
     io = task_io(task, tokenizer, cfg)
     if not any(io.gold(e) for e in task.dev):
         raise SettingError(f"{task.name}'s dev split has no labels: the best weights are chosen on dev, so it needs them")
@@ -527,6 +544,10 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
                                                                  train_cfg, cfg.eval_every, cfg.patience, cfg.progress,
                                                                  resume=resume)
     model.load_state_dict(best["state"])  # the best weights on dev, whatever came after
+    if cfg.teacher is not None:
+        from .distill import detach_task_teacher
+
+        detach_task_teacher(model)
     if getattr(io, "version2", False):  # SQuAD 2.0: the "no answer" threshold is chosen on dev
         predict(model, io, task.dev, cfg.batch_size, dev_items, precision)
         best["preds"] = io.choose_null_threshold(task.dev)

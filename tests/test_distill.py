@@ -167,3 +167,60 @@ def test_task_documents_are_the_training_inputs_only():
     assert not test_texts & {d[0] for d in documents}
     pairs = task_documents("paraphrase-en")
     assert all(len(d) == 2 for d in pairs[:50])
+
+
+def test_a_task_model_learning_from_a_teacher_mixes_the_two_losses_by_their_weight():
+    from bertedu.distill import detach_task_teacher, learn_from_teacher
+    from bertedu.distillation import soft_target_loss
+    from bertedu.tasks import BertForTokenClassification
+
+    config = BertConfig(vocab_size=97, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=80, max_position_embeddings=40, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    teacher, student = BertForTokenClassification(config, 5), BertForTokenClassification(config, 5)
+    ids, mask = batch()
+    labels = torch.randint(0, 5, ids.shape, generator=torch.Generator().manual_seed(2))
+    plain = student(ids, attention_mask=mask, labels=labels)
+    targets = teacher(ids, attention_mask=mask).logits
+    learn_from_teacher(student, teacher, soft_weight=0.3, temperature=2.0).train()
+    mixed = student(ids, attention_mask=mask, labels=labels)
+    soft = soft_target_loss(plain.logits, targets, 2.0, mask)
+    assert soft > 0 and torch.allclose(mixed.loss, 0.7 * plain.loss + 0.3 * soft, atol=1e-6)
+    mixed.loss.backward()
+    assert all(p.grad is None for p in teacher.parameters())  # the teacher only answers
+    assert "task_teacher" not in dict(student.named_modules()) and student.state_dict().keys() == teacher.state_dict().keys()
+    student.eval()
+    assert torch.equal(student(ids, attention_mask=mask, labels=labels).loss, plain.loss)  # evaluation: labels only
+    detach_task_teacher(student)
+    assert type(student) is BertForTokenClassification and not hasattr(student, "task_teacher")
+
+
+def test_finetune_learns_from_a_finetuned_teacher_and_refuses_one_of_another_task(teacher_run, tmp_path, capsys):
+    import json
+    import shutil
+
+    from bertedu.finetune import load_finetuned
+
+    def finetune(out, *extra):
+        return main(["finetune", "--task", "ner-en", "--init", str(teacher_run), "--max-train", "48", "--max-eval",
+                     "16", "--steps", "3", "--batch-size", "8", "--max-seq-length", "32", "--no-progress",
+                     "--out", str(tmp_path / out), *extra])
+
+    assert finetune("teacher") == 0
+    assert finetune("plain") == 0
+    assert finetune("weight0", "--teacher", str(tmp_path / "teacher"), "--soft-weight", "0") == 0
+    assert finetune("weight1", "--teacher", str(tmp_path / "teacher"), "--soft-weight", "1") == 0
+    weights = {name: load_finetuned(tmp_path / name)[0].state_dict() for name in ("plain", "weight0", "weight1")}
+    key = "classifier.weight"
+    assert torch.equal(weights["plain"][key], weights["weight0"][key])  # soft weight 0: the labels alone
+    assert not torch.equal(weights["plain"][key], weights["weight1"][key])  # soft weight 1: the teacher alone
+
+    other = tmp_path / "other-task"
+    shutil.copytree(tmp_path / "teacher", other)
+    info = json.loads((other / "model" / "task.json").read_text())
+    (other / "model" / "task.json").write_text(json.dumps({**info, "task": "ner-zh"}))
+    assert finetune("x", "--teacher", str(other)) == 2
+    assert "must have done this task" in capsys.readouterr().err
+    assert finetune("y", "--teacher", str(tmp_path / "nowhere")) == 2
+    assert "teacher must be a `bertedu finetune --out` folder" in capsys.readouterr().err
