@@ -10,6 +10,7 @@ Writes figures/pretrain_plateau.png and prints a markdown table (one row per run
     python benchmarks/plateau.py --cross-masks runs/a runs/b   # each run on both held-out mask kinds
     python benchmarks/plateau.py --cross-packing runs/a runs/b # ... on sentence pairs and on packed blocks
     python benchmarks/plateau.py --words runs/a runs/b         # per whole word: runs with different vocabularies
+    python benchmarks/plateau.py --held-out-as whole_word=false packing=pairs -- runs/a  # on another run's task
 """
 
 from __future__ import annotations
@@ -96,6 +97,31 @@ def cross(folders: list[str], kind: str) -> None:
         print(f"| {folder.name} | {scores[0]:.3f} | {scores[1]:.3f} |")
 
 
+def held_out_as(folders: list[str], overrides: list[str]) -> None:
+    """Each run's last checkpoint on held-out examples made with some of its settings changed
+    (`whole_word=false packing=pairs`: the task of a run that had those settings), a markdown table."""
+    from bertedu.data import collate_pretraining
+    from bertedu.pretrain import PretrainConfig, heldout_dataset, load_pretrained
+    from bertedu.train import evaluate
+
+    changes = {}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        try:
+            changes[key] = json.loads(value)
+        except json.JSONDecodeError:
+            changes[key] = value
+    print(f"| run | held-out MLM acc. with {' '.join(overrides)} |\n|---|--:|")
+    for folder in map(Path, folders):
+        model, tokenizer = load_pretrained(folder)
+        settings = json.loads((folder / "run.json").read_text())
+        cfg = PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None, **changes})
+        result = evaluate(model, heldout_dataset(cfg, tokenizer),
+                          lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id),
+                          cfg.batch_size, cfg.seed, precision=cfg.precision)
+        print(f"| {folder.name} | {result['mlm_accuracy']:.3f} |")
+
+
 def masked_words(labels: list[int], tokenizer) -> list[list[int]]:
     """The positions of each masked word in one example's labels (-100: not masked): a run of
     masked positions whose later labels are `##` continuation pieces is one word."""
@@ -170,7 +196,13 @@ def main() -> None:
                         help="only the table of each run on both example kinds (pairs, FULL-SENTENCES; MLM-only runs)")
     parser.add_argument("--words", action="store_true",
                         help="only the table of each run's accuracy per whole word (runs with different vocabularies)")
+    parser.add_argument("--held-out-as", nargs="+", default=None, metavar="SETTING=VALUE",
+                        help="only the table of each run on held-out examples made with these run.json settings "
+                             "changed (end the list with --)")
     args = parser.parse_args()
+    if args.held_out_as:
+        held_out_as(args.runs, args.held_out_as)
+        return
     if args.words:
         word_table(args.runs)
         return

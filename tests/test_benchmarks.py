@@ -154,6 +154,12 @@ def test_plateau_cross_tables_score_a_run_on_both_kinds_of_held_out_example(tmp_
         assert columns in header and rule == "|---|--:|--:|"
         scores = [float(x) for x in row.strip("| ").split(" | ")[1:]]
         assert row.startswith("| run |") and len(scores) == 2 and all(0 <= s <= 1 for s in scores)
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "plateau.py"), "--held-out-as", "whole_word=true",
+                           "packing=full-sentences", "--", str(run)],
+                          capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    header, rule, row = proc.stdout.strip().splitlines()
+    assert "with whole_word=true packing=full-sentences" in header and rule == "|---|--:|"
+    assert row.startswith("| run |") and 0 <= float(row.strip("| ").split(" | ")[1]) <= 1
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "plateau.py"), "--words", str(run)],
                           capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     header, rule, row = proc.stdout.strip().splitlines()
