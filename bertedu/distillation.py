@@ -192,3 +192,46 @@ def tinybert_layer_loss(
         for m, g in enumerate(mapping) if m > 0
     )
     return LayerwiseLoss(loss=hidden + attention, hidden=hidden, attention=attention)
+
+
+# ---- distillation while fine-tuning (`bertedu finetune --teacher`) ----------------------------
+
+
+class _LearnsFromTeacher:
+    """Mixed into a task model's class (`learn_from_teacher`): in training, the loss becomes
+    (1 - a) * cross-entropy on the labels + a * T^2 KL to the fine-tuned teacher's softened
+    predictions on the same batch (per example for classification, per real token for tagging).
+    The teacher is held outside the module tree, so checkpoints are the student's alone."""
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None, **kwargs):
+        out = super().forward(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                              labels=labels, **kwargs)
+        if labels is None or not self.training:
+            return out  # evaluation and prediction: the student alone
+        teacher = self.task_teacher
+        if next(teacher.parameters()).device != input_ids.device:
+            teacher.to(input_ids.device)
+        with torch.no_grad():
+            target = teacher(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).logits
+        mask = attention_mask if out.logits.dim() == 3 and attention_mask is not None else None
+        soft = soft_target_loss(out.logits, target, self.soft_temperature, mask)
+        out.loss = (1 - self.soft_weight) * out.loss + self.soft_weight * soft
+        return out
+
+
+def learn_from_teacher(model, teacher, soft_weight: float, temperature: float):
+    """Give the task model `model` the soft-target loss to `teacher` (same kind of task model,
+    same labels) while training; `detach_task_teacher` takes it away. Returns `model`."""
+    base = type(model)
+    model.__class__ = type(f"{base.__name__}LearningFromTeacher", (_LearnsFromTeacher, base), {})
+    object.__setattr__(model, "task_teacher", teacher.eval().requires_grad_(False))
+    model.soft_weight, model.soft_temperature = soft_weight, temperature
+    return model
+
+
+def detach_task_teacher(model) -> None:
+    """Undo `learn_from_teacher`: the model's own class again, no teacher held."""
+    if isinstance(model, _LearnsFromTeacher):
+        model.__class__ = model.__class__.__mro__[2]
+        for name in ("task_teacher", "soft_weight", "soft_temperature"):
+            model.__dict__.pop(name, None)

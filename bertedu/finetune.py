@@ -61,6 +61,7 @@ from .checkpoint import (
 )
 from .config import PRESETS, BertConfig
 from .constants import VOCAB_NAME
+from .distillation import detach_task_teacher, learn_from_teacher
 from .pretrained import MASKED_LMS
 from .errors import MissingFileError, OutputFolderError, SettingError, as_user_error
 from .jobs import TrainingInterrupted, run_lock, stop_signals
@@ -330,6 +331,23 @@ def load_finetuned(out: str | os.PathLike):
     return model.eval(), load_vocab_tokenizer(out / VOCAB_NAME, impl="fast"), info
 
 
+def attach_task_teacher(model, teacher_run: str, task, vocab: Path, soft_weight: float, temperature: float) -> None:
+    """Make `model` (a classification or tagging model being fine-tuned on `task`) learn from
+    the fine-tuned model in `teacher_run` too. Refuses a teacher of another task, label set or
+    vocabulary: its predictions would be about something else."""
+    if isinstance(model, BertForQuestionAnswering):
+        raise SettingError("--teacher: distillation while fine-tuning takes classification and tagging tasks, not QA")
+    with as_user_error(f"--teacher {teacher_run}", FileNotFoundError):
+        teacher, _, info = load_finetuned(teacher_run)
+    if info["task"] != task.name or list(info["labels"]) != list(task.labels):
+        raise SettingError(f"--teacher {teacher_run} was fine-tuned on {info['task']} with labels "
+                           f"{', '.join(info['labels'])}: the teacher must have done this task, {task.name}")
+    if (Path(teacher_run) / VOCAB_NAME).read_bytes() != Path(vocab).read_bytes():
+        raise SettingError(f"--teacher {teacher_run}: its vocabulary is not this model's, so they would read "
+                           "different pieces")
+    learn_from_teacher(model, teacher, soft_weight, temperature)
+
+
 # ----------------------------------------------------------------------------------------
 # The run
 # ----------------------------------------------------------------------------------------
@@ -526,8 +544,6 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
         raise SettingError(f"{task.name} needs a train and a dev split to fine-tune and select on; got {task.summary()}")
     model, tokenizer = build_model(cfg, task, out)
     if cfg.teacher is not None:
-        from .distill import attach_task_teacher
-
         attach_task_teacher(model, cfg.teacher, task, out / VOCAB_NAME, cfg.soft_weight, cfg.temperature)
     io = task_io(task, tokenizer, cfg)
     if not any(io.gold(e) for e in task.dev):
@@ -545,8 +561,6 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
                                                                  resume=resume)
     model.load_state_dict(best["state"])  # the best weights on dev, whatever came after
     if cfg.teacher is not None:
-        from .distill import detach_task_teacher
-
         detach_task_teacher(model)
     if getattr(io, "version2", False):  # SQuAD 2.0: the "no answer" threshold is chosen on dev
         predict(model, io, task.dev, cfg.batch_size, dev_items, precision)

@@ -170,7 +170,7 @@ def test_task_documents_are_the_training_inputs_only():
 
 
 def test_a_task_model_learning_from_a_teacher_mixes_the_two_losses_by_their_weight():
-    from bertedu.distill import detach_task_teacher, learn_from_teacher
+    from bertedu.distillation import detach_task_teacher, learn_from_teacher
     from bertedu.distillation import soft_target_loss
     from bertedu.tasks import BertForTokenClassification
 
