@@ -74,35 +74,44 @@ CROSSES = {  # --cross-X: the run.json setting that changes, its values, and the
 }
 
 
+def held_out_accuracy(folder: Path, model, tokenizer, **changes) -> float:
+    """The run's held-out MLM accuracy on examples made with its run.json settings, `changes` applied
+    (same documents and seed; the run's precision)."""
+    from bertedu.data import collate_pretraining
+    from bertedu.pretrain import heldout_dataset
+    from bertedu.train import evaluate
+
+    cfg = changed_config(folder, **changes)
+    return evaluate(model, heldout_dataset(cfg, tokenizer),
+                    lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id),
+                    cfg.batch_size, cfg.seed, precision=cfg.precision)["mlm_accuracy"]
+
+
+def changed_config(folder: Path, **changes):
+    from bertedu.pretrain import PretrainConfig
+
+    settings = json.loads((folder / "run.json").read_text())
+    return PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None, **changes})
+
+
 def cross(folders: list[str], kind: str) -> None:
     """Each run's last checkpoint on its held-out documents made into examples both ways of
     `CROSSES[kind]` (masks per token and per whole word, or sentence pairs and packed blocks;
     same documents and seed; the run's precision), as a markdown table."""
-    from bertedu.data import collate_pretraining
-    from bertedu.pretrain import PretrainConfig, heldout_dataset, load_pretrained
-    from bertedu.train import evaluate
+    from bertedu.pretrain import load_pretrained
 
     field, values, columns = CROSSES[kind]
     print(f"| run | held-out MLM acc., {columns[0]} | held-out MLM acc., {columns[1]} |\n|---|--:|--:|")
     for folder in map(Path, folders):
         model, tokenizer = load_pretrained(folder)
-        settings = json.loads((folder / "run.json").read_text())
-        scores = []
-        for value in values:
-            cfg = PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None, field: value})
-            result = evaluate(model, heldout_dataset(cfg, tokenizer),
-                              lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id),
-                              cfg.batch_size, cfg.seed, precision=cfg.precision)
-            scores.append(result["mlm_accuracy"])
+        scores = [held_out_accuracy(folder, model, tokenizer, **{field: value}) for value in values]
         print(f"| {folder.name} | {scores[0]:.3f} | {scores[1]:.3f} |")
 
 
 def held_out_as(folders: list[str], overrides: list[str]) -> None:
     """Each run's last checkpoint on held-out examples made with some of its settings changed
     (`whole_word=false packing=pairs`: the task of a run that had those settings), a markdown table."""
-    from bertedu.data import collate_pretraining
-    from bertedu.pretrain import PretrainConfig, heldout_dataset, load_pretrained
-    from bertedu.train import evaluate
+    from bertedu.pretrain import load_pretrained
 
     changes = {}
     for item in overrides:
@@ -114,12 +123,7 @@ def held_out_as(folders: list[str], overrides: list[str]) -> None:
     print(f"| run | held-out MLM acc. with {' '.join(overrides)} |\n|---|--:|")
     for folder in map(Path, folders):
         model, tokenizer = load_pretrained(folder)
-        settings = json.loads((folder / "run.json").read_text())
-        cfg = PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None, **changes})
-        result = evaluate(model, heldout_dataset(cfg, tokenizer),
-                          lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id),
-                          cfg.batch_size, cfg.seed, precision=cfg.precision)
-        print(f"| {folder.name} | {result['mlm_accuracy']:.3f} |")
+        print(f"| {folder.name} | {held_out_accuracy(folder, model, tokenizer, **changes):.3f} |")
 
 
 def masked_words(labels: list[int], tokenizer) -> list[list[int]]:
@@ -146,8 +150,7 @@ def word_table(folders: list[str]) -> None:
     import torch
 
     from bertedu.data import collate_pretraining
-    from bertedu.pretrain import PretrainConfig, heldout_dataset, load_pretrained
-    from bertedu.train import evaluate
+    from bertedu.pretrain import heldout_dataset, load_pretrained
     from bertedu.utils import autocast, eval_mode
 
     print("| run | vocabulary | pieces per word | held-out MLM acc. per piece, token masks | "
@@ -155,21 +158,19 @@ def word_table(folders: list[str]) -> None:
           "|---|--:|--:|--:|--:|--:|--:|")
     for folder in map(Path, folders):
         model, tokenizer = load_pretrained(folder)
-        settings = json.loads((folder / "run.json").read_text())
-        collate = lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id)
-        per_piece = []
-        for whole_word in (False, True):
-            cfg = PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None,
-                                    "whole_word": whole_word})
-            dataset = heldout_dataset(cfg, tokenizer)
-            per_piece.append(evaluate(model, dataset, collate, cfg.batch_size, cfg.seed,
-                                      precision=cfg.precision)["mlm_accuracy"])
-        right = total = pieces = heads = 0
+        token_masks = held_out_accuracy(folder, model, tokenizer, whole_word=False)
+        cfg = changed_config(folder, whole_word=True)
+        dataset = heldout_dataset(cfg, tokenizer)
+        right = total = pieces_right = pieces_masked = pieces = heads = 0
         with eval_mode(model), torch.no_grad():
             for start in range(0, len(dataset), cfg.batch_size):
-                batch = collate([dataset[i] for i in range(start, min(start + cfg.batch_size, len(dataset)))], None)
+                examples = [dataset[i] for i in range(start, min(start + cfg.batch_size, len(dataset)))]
+                batch = collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id)
                 with autocast(cfg.precision, torch.device("cpu")):
                     predicted = model(**batch).mlm_logits.argmax(-1)
+                masked = batch["labels"] != -100
+                pieces_right += int((predicted == batch["labels"])[masked].sum())
+                pieces_masked += int(masked.sum())
                 for row, labels in enumerate(batch["labels"].tolist()):
                     for word in masked_words(labels, tokenizer):
                         total += 1
@@ -182,8 +183,8 @@ def word_table(folders: list[str]) -> None:
                     heads += sum(not t.startswith("##") for t in text)
         metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
         last = [m for m in metrics if "tokens" in m][-1]
-        print(f"| {folder.name} | {len(tokenizer):,} | {pieces / max(heads, 1):.2f} | {per_piece[0]:.3f} | "
-              f"{per_piece[1]:.3f} | **{right / max(total, 1):.3f}** ({total:,}) | "
+        print(f"| {folder.name} | {len(tokenizer):,} | {pieces / max(heads, 1):.2f} | {token_masks:.3f} | "
+              f"{pieces_right / max(pieces_masked, 1):.3f} | **{right / max(total, 1):.3f}** ({total:,}) | "
               f"{last['tokens'] / last['elapsed']:,.0f} |")
 
 
