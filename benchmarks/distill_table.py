@@ -41,6 +41,9 @@ def main() -> None:
     parser.add_argument("--student-extra", default="", help="flags added to the student's commands only; "
                                                            "{teacher} stands for the teacher's fine-tuned run of the "
                                                            "same task and seed, e.g. \"--teacher {teacher}\"")
+    parser.add_argument("--split", choices=("test", "dev"), default="test",
+                        help="the split whose scores the table gives: dev for choosing among recipes, test for the "
+                             "one recipe chosen")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -60,8 +63,9 @@ def main() -> None:
                     subprocess.run([sys.executable, "-m", "bertedu.cli", *command[1:]], env=env, check=True,
                                    capture_output=True)
                 results = json.loads((out / "results.json").read_text())
-                scores[kind].append(results["test"][results["main_metric"]])
+                scores[kind].append(results[args.split][results["main_metric"]])
         rows.append((task, scores))
+    print(f"\n{args.split} scores")
     print(f"\n| task | teacher ({args.teacher}) | student ({args.student}) | student / teacher |\n|---|--:|--:|--:|")
     for task, s in rows:
         mean = {k: statistics.mean(v) for k, v in s.items()}

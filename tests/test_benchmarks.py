@@ -139,6 +139,26 @@ def test_distill_speed_script_times_teacher_student_and_transformers(tmp_path):
     assert "| 1 | 2 × 16 |" in proc.stdout
 
 
+def test_distill_table_reads_finished_runs_and_scores_the_split_asked_for(tmp_path):
+    """benchmarks/distill_table.py: runs with a results.json are read, not repeated; --split dev gives dev scores
+    (for choosing a recipe), the default gives test scores, and "kept" is the student's mean over the teacher's."""
+    scores = {"teacher": ([0.50, 0.48], [0.44, 0.42]), "student": ([0.45, 0.47], [0.40, 0.41])}
+    for kind, (dev, test) in scores.items():
+        for seed, (d, t) in enumerate(zip(dev, test)):
+            run = tmp_path / f"ner-en-{kind}-{seed}"
+            run.mkdir()
+            (run / "results.json").write_text(json.dumps({"main_metric": "f1", "dev": {"f1": d}, "test": {"f1": t}}))
+    command = [sys.executable, str(REPO / "benchmarks" / "distill_table.py"), "--student", "runs/never-run",
+               "--tasks", "ner-en", "--seeds", "0,1", "--out", str(tmp_path)]
+    for split, row in (("dev", "| ner-en | 0.490 ± 0.014 (0.500, 0.480) | 0.460 ± 0.014 (0.450, 0.470) | **93.9%** |"),
+                       ("test", "| ner-en | 0.430 ± 0.014 (0.440, 0.420) | 0.405 ± 0.007 (0.400, 0.410) | **94.2%** |")):
+        proc = subprocess.run(command + (["--split", split] if split == "dev" else []), capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert f"{split} scores" in proc.stdout and row in proc.stdout, proc.stdout
+        assert "bertedu finetune" not in proc.stdout  # nothing was run
+
+
 def test_plateau_cross_tables_score_a_run_on_both_kinds_of_held_out_example(tmp_path):
     from bertedu.cli import main
 
