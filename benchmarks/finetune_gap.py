@@ -24,6 +24,8 @@ TASKS = {
     "ner-zh": "--max-train 4000 --max-eval 300 --epochs 1 --batch-size 8 --lr 1e-3 --max-seq-length 64 --eval-every 125",
     "ner-en": "--max-train 2000 --max-eval 300 --epochs 2 --batch-size 16 --lr 1e-3 --max-seq-length 64",
     "paraphrase-en": "--max-train 2000 --max-eval 300 --epochs 2 --batch-size 32 --lr 1e-3 --max-seq-length 64",
+    "qa-cloze-en": "--max-train 1000 --max-eval 300 --epochs 2 --batch-size 16 --lr 5e-4 --max-seq-length 128 "
+                   "--doc-stride 48",
 }
 
 
