@@ -4,6 +4,7 @@ way (same task, data, steps, recipe, seeds) and compare test scores.
     python benchmarks/distill_table.py --student runs/distil/minilm-l3 --out runs/distil-ft
     python benchmarks/distill_table.py --student runs/distil/minilm-l3 --label soft --out runs/distil-ft \
         --student-extra "--teacher {teacher}"      # the student also learns from the fine-tuned teacher
+    python benchmarks/distill_table.py ... --split dev   # dev scores: choose among recipes without reading test
 
 Each run is one `bertedu finetune` command (printed), one after the other; a run whose
 results.json exists is read, not repeated. The table gives mean ± sample standard deviation
