@@ -1,4 +1,5 @@
 import os
+import shutil
 
 import pytest
 import torch
@@ -14,6 +15,30 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed:
+        item.stash[_FAILED] = True
+    return report
+
+
+@pytest.fixture(autouse=True)
+def _free_tmp_path(request):
+    """Remove a passing test's tmp_path as soon as it ends; a failing test's stays to be looked at.
+
+    Some tests write checkpoints with optimiser state (the BERT-BASE one about 1 GB), and pytest
+    otherwise keeps every tmp_path until the session ends: a whole run held 3.3 GB at its end.
+    """
+    yield
+    path = request.node.funcargs.get("tmp_path")
+    if path is not None and not request.node.stash.get(_FAILED, False):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
