@@ -4,7 +4,10 @@ A full run once filled the CI machine's disk: pytest keeps every tmp_path until 
 and some tests write checkpoints of hundreds of MB.
 """
 
+import re
 from pathlib import Path
+
+import nbformat
 
 pytest_plugins = ["pytester"]
 
@@ -43,10 +46,6 @@ def test_every_notebook_removes_the_temporary_folders_it_makes():
     """nbval kills a notebook's kernel at the end (no finaliser runs), so a TemporaryDirectory
     held in a variable is only removed by an explicit `.cleanup()`; without one, every run of
     notebook 10 left 1.2 GB behind in /tmp."""
-    import re
-
-    import nbformat
-
     notebooks = sorted((CONFTEST.parent.parent / "notebooks").glob("*.ipynb"))
     assert len(notebooks) > 10
     for path in notebooks:
