@@ -200,32 +200,52 @@ def tinybert_layer_loss(
 class _LearnsFromTeacher:
     """Mixed into a task model's class (`learn_from_teacher`): in training, the loss becomes
     (1 - a) * cross-entropy on the labels + a * T^2 KL to the fine-tuned teacher's softened
-    predictions on the same batch (per example for classification, per real token for tagging).
+    predictions on the same batch (per example for classification, per real token for tagging),
+    plus, when the layer weight b > 0, b * TinyBERT's intermediate-layer loss to the same teacher
+    (`tinybert_layer_loss`: hidden states and attention maps of the mapped layers, real tokens;
+    the student must have the teacher's width and number of heads).
     The teacher is held outside the module tree, so checkpoints are the student's alone."""
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None, **kwargs):
+        training = labels is not None and self.training
+        layers = training and self.layer_weight > 0
+        if layers:  # the layer loss needs both models' hidden states and attention maps
+            kwargs = {**kwargs, "output_hidden_states": True, "output_attentions": True}
         out = super().forward(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
                               labels=labels, **kwargs)
-        if labels is None or not self.training:
+        if not training:
             return out  # evaluation and prediction: the student alone
         teacher = self.task_teacher
         if next(teacher.parameters()).device != input_ids.device:
             teacher.to(input_ids.device)
         with torch.no_grad():
-            target = teacher(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).logits
+            taught = teacher(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                             output_hidden_states=layers, output_attentions=layers)
         mask = attention_mask if out.logits.dim() == 3 and attention_mask is not None else None
-        soft = soft_target_loss(out.logits, target, self.soft_temperature, mask)
+        soft = soft_target_loss(out.logits, taught.logits, self.soft_temperature, mask)
         out.loss = (1 - self.soft_weight) * out.loss + self.soft_weight * soft
+        if layers:
+            layer = tinybert_layer_loss(out.hidden_states, taught.hidden_states, out.attentions, taught.attentions,
+                                        attention_mask=attention_mask)
+            out.loss = out.loss + self.layer_weight * layer.loss
         return out
 
 
-def learn_from_teacher(model, teacher, soft_weight: float, temperature: float):
+def learn_from_teacher(model, teacher, soft_weight: float, temperature: float, layer_weight: float = 0.0):
     """Give the task model `model` the soft-target loss to `teacher` (same kind of task model,
-    same labels) while training; `detach_task_teacher` takes it away. Returns `model`."""
+    same labels) while training, and with `layer_weight` > 0 the layer-wise loss too;
+    `detach_task_teacher` takes them away. Returns `model`."""
+    if layer_weight > 0:
+        s, t = model.config, teacher.config
+        if (s.hidden_size, s.num_attention_heads) != (t.hidden_size, t.num_attention_heads):
+            raise ValueError(f"the layer-wise loss compares hidden states and attention maps as they are: the "
+                             f"student (hidden {s.hidden_size}, {s.num_attention_heads} heads) needs the teacher's "
+                             f"width and heads (hidden {t.hidden_size}, {t.num_attention_heads} heads)")
+        uniform_layer_map(s.num_hidden_layers, t.num_hidden_layers)  # raises unless the layers map
     base = type(model)
     model.__class__ = type(f"{base.__name__}LearningFromTeacher", (_LearnsFromTeacher, base), {})
     object.__setattr__(model, "task_teacher", teacher.eval().requires_grad_(False))
-    model.soft_weight, model.soft_temperature = soft_weight, temperature
+    model.soft_weight, model.soft_temperature, model.layer_weight = soft_weight, temperature, layer_weight
     return model
 
 
@@ -233,5 +253,5 @@ def detach_task_teacher(model) -> None:
     """Undo `learn_from_teacher`: the model's own class again, no teacher held."""
     if isinstance(model, _LearnsFromTeacher):
         model.__class__ = model.__class__.__mro__[2]
-        for name in ("task_teacher", "soft_weight", "soft_temperature"):
+        for name in ("task_teacher", "soft_weight", "soft_temperature", "layer_weight"):
             model.__dict__.pop(name, None)

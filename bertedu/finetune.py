@@ -157,6 +157,9 @@ class FinetuneConfig(TrainConfig):
     soft_weight: float = setting(0.5, "with --teacher: weight of the soft-target loss, T^2 KL to the teacher's "
                                       "softened predictions; the labels' cross-entropy gets 1 minus it")
     temperature: float = setting(1.0, "with --teacher: softmax temperature of the soft targets")
+    layer_weight: float = setting(0.0, "with --teacher: weight of TinyBERT's layer-wise loss added to the "
+                                       "above (MSE of hidden states and attention maps, student layer m "
+                                       "against teacher layer m * L_t / L_s; same width and heads); 0: off")
 
     def __post_init__(self) -> None:
         from .data.task_data import TASKS
@@ -192,6 +195,8 @@ class FinetuneConfig(TrainConfig):
             raise ValueError(f"soft_weight must be between 0 and 1, got {self.soft_weight}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be positive, got {self.temperature}")
+        if self.layer_weight < 0:
+            raise ValueError(f"layer_weight must be 0 (off) or positive, got {self.layer_weight}")
         if self.teacher is not None and not os.path.isdir(self.teacher):
             raise ValueError(f"teacher must be a `bertedu finetune --out` folder; {self.teacher!r} is not a folder")
 
@@ -331,7 +336,8 @@ def load_finetuned(out: str | os.PathLike):
     return model.eval(), load_vocab_tokenizer(out / VOCAB_NAME, impl="fast"), info
 
 
-def attach_task_teacher(model, teacher_run: str, task, vocab: Path, soft_weight: float, temperature: float) -> None:
+def attach_task_teacher(model, teacher_run: str, task, vocab: Path, soft_weight: float, temperature: float,
+                        layer_weight: float = 0.0) -> None:
     """Make `model` (a classification or tagging model being fine-tuned on `task`) learn from
     the fine-tuned model in `teacher_run` too. Refuses a teacher of another task, label set or
     vocabulary: its predictions would be about something else."""
@@ -345,7 +351,8 @@ def attach_task_teacher(model, teacher_run: str, task, vocab: Path, soft_weight:
     if (Path(teacher_run) / VOCAB_NAME).read_bytes() != Path(vocab).read_bytes():
         raise SettingError(f"--teacher {teacher_run}: its vocabulary is not this model's, so they would read "
                            "different pieces")
-    learn_from_teacher(model, teacher, soft_weight, temperature)
+    with as_user_error(f"--teacher {teacher_run} with --layer-weight", ValueError):
+        learn_from_teacher(model, teacher, soft_weight, temperature, layer_weight)
 
 
 # ----------------------------------------------------------------------------------------
@@ -544,7 +551,8 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
         raise SettingError(f"{task.name} needs a train and a dev split to fine-tune and select on; got {task.summary()}")
     model, tokenizer = build_model(cfg, task, out)
     if cfg.teacher is not None:
-        attach_task_teacher(model, cfg.teacher, task, out / VOCAB_NAME, cfg.soft_weight, cfg.temperature)
+        attach_task_teacher(model, cfg.teacher, task, out / VOCAB_NAME, cfg.soft_weight, cfg.temperature,
+                            cfg.layer_weight)
     io = task_io(task, tokenizer, cfg)
     if not any(io.gold(e) for e in task.dev):
         raise SettingError(f"{task.name}'s dev split has no labels: the best weights are chosen on dev, so it needs them")

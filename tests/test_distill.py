@@ -196,6 +196,45 @@ def test_a_task_model_learning_from_a_teacher_mixes_the_two_losses_by_their_weig
     assert type(student) is BertForTokenClassification and not hasattr(student, "task_teacher")
 
 
+def test_the_layer_weight_adds_tinybert_layer_loss_to_the_two_losses():
+    """A 1-layer student learning from a 2-layer teacher of the same width: with layer weight b
+    the training loss is the mixed loss + b * TinyBERT's layer loss (student layer 1 against
+    teacher layer 2), and its gradient reaches the student's embeddings."""
+    from bertedu.distillation import learn_from_teacher, soft_target_loss, tinybert_layer_loss
+    from bertedu.tasks import BertForTokenClassification
+
+    def config(layers, hidden=48):
+        return BertConfig(vocab_size=97, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+                          intermediate_size=80, max_position_embeddings=40, hidden_dropout_prob=0.0,
+                          attention_probs_dropout_prob=0.0)
+
+    torch.manual_seed(0)
+    teacher, student = BertForTokenClassification(config(2), 5), BertForTokenClassification(config(1), 5)
+    ids, mask = batch()
+    labels = torch.randint(0, 5, ids.shape, generator=torch.Generator().manual_seed(2))
+    plain = student(ids, attention_mask=mask, labels=labels, output_hidden_states=True, output_attentions=True)
+    taught = teacher(ids, attention_mask=mask, output_hidden_states=True, output_attentions=True)
+    layer = tinybert_layer_loss(plain.hidden_states, taught.hidden_states, plain.attentions, taught.attentions,
+                                attention_mask=mask)
+    soft = soft_target_loss(plain.logits, taught.logits, 2.0, mask)
+    learn_from_teacher(student, teacher, soft_weight=0.3, temperature=2.0, layer_weight=0.5).train()
+    mixed = student(ids, attention_mask=mask, labels=labels)
+    assert layer.loss > 0 and torch.allclose(mixed.loss, 0.7 * plain.loss + 0.3 * soft + 0.5 * layer.loss, atol=1e-6)
+
+    def embedding_grad(layer_weight):
+        torch.manual_seed(0)
+        model = learn_from_teacher(BertForTokenClassification(config(1), 5), teacher, 0.3, 2.0, layer_weight).train()
+        model(ids, attention_mask=mask, labels=labels).loss.backward()
+        return model.bert.embeddings.word_embeddings.weight.grad
+
+    assert not torch.allclose(embedding_grad(1.0), embedding_grad(0.0))  # the layer loss is trained on, not detached
+    with pytest.raises(ValueError, match="needs the teacher's width"):
+        learn_from_teacher(BertForTokenClassification(config(1, hidden=40), 5), teacher, 0.5, 2.0, layer_weight=1.0)
+    with pytest.raises(ValueError, match="multiple of the student's"):
+        learn_from_teacher(BertForTokenClassification(config(3), 5), teacher, 0.5, 2.0, layer_weight=1.0)
+    learn_from_teacher(BertForTokenClassification(config(1, hidden=40), 5), teacher, 0.5, 2.0)  # no layer loss: fine
+
+
 def test_finetune_learns_from_a_finetuned_teacher_and_refuses_one_of_another_task(teacher_run, tmp_path, capsys):
     import json
     import shutil
@@ -211,10 +250,15 @@ def test_finetune_learns_from_a_finetuned_teacher_and_refuses_one_of_another_tas
     assert finetune("plain") == 0
     assert finetune("weight0", "--teacher", str(tmp_path / "teacher"), "--soft-weight", "0") == 0
     assert finetune("weight1", "--teacher", str(tmp_path / "teacher"), "--soft-weight", "1") == 0
-    weights = {name: load_finetuned(tmp_path / name)[0].state_dict() for name in ("plain", "weight0", "weight1")}
+    assert finetune("layers", "--teacher", str(tmp_path / "teacher"), "--soft-weight", "0", "--layer-weight", "1") == 0
+    names = ("plain", "weight0", "weight1", "layers")
+    weights = {name: load_finetuned(tmp_path / name)[0].state_dict() for name in names}
     key = "classifier.weight"
     assert torch.equal(weights["plain"][key], weights["weight0"][key])  # soft weight 0: the labels alone
     assert not torch.equal(weights["plain"][key], weights["weight1"][key])  # soft weight 1: the teacher alone
+    assert not torch.equal(weights["plain"][key], weights["layers"][key])  # the layer loss moves the weights too
+    assert finetune("z", "--teacher", str(tmp_path / "teacher"), "--layer-weight", "-1") == 2
+    assert "layer_weight must be 0 (off) or positive" in capsys.readouterr().err
 
     other = tmp_path / "other-task"
     shutil.copytree(tmp_path / "teacher", other)
