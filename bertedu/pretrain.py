@@ -36,6 +36,7 @@ from .errors import MissingFileError, OutputFolderError, SettingError, as_user_e
 from .fast import set_fast_path
 from .heads import BertForPreTraining
 from .jobs import run_lock
+from .pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_vocab_path
 from .tokenizer import ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
 from .train import TrainConfig, TrainResult, train
 from .utils import eval_mode, resolve_precision, seed_everything, setting
@@ -96,7 +97,9 @@ class PretrainConfig(TrainConfig):
                               "(the examples are still sentence pairs, only the NSP label and loss go)")
     # model
     init_from: Optional[str] = setting(None, "a previous run's folder to start from (phase 2 at "
-                                             "--max-seq-length 512); its vocab.txt is reused")
+                                             "--max-seq-length 512); its vocab.txt is reused. Or a masked LM "
+                                             "shipped with the course (course-en, course-zh, course-zh-wwm, "
+                                             "minilm-mlm): its vocabulary and its architecture (--preset unused)")
     attn_implementation: str = setting("sdpa", "attention kernel: sdpa (fused) or reference (written out)")
     # the fast path (bertedu.fast): same loss and gradients, less work
     unpad: bool = setting(True, "fast path: only real tokens go through the dense layers, attention stays "
@@ -154,7 +157,9 @@ def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
         # others wait for it. write_vocab renames a finished file into place.
         _wait_for(path)
         return path
-    if cfg.init_from:  # phase 2 reads text exactly as phase 1 did
+    if cfg.init_from in MASKED_LMS:  # a shipped masked LM reads its own vocabulary
+        copy_vocabulary(masked_lm_vocab_path(cfg.init_from), path)
+    elif cfg.init_from:  # phase 2 reads text exactly as phase 1 did
         copy_vocabulary(Path(cfg.init_from) / VOCAB_NAME, path)
     elif cfg.vocab == "minilm":
         copy_vocabulary(minilm_vocab_path(), path)
@@ -285,7 +290,7 @@ def _check_inputs(cfg: PretrainConfig, out: Path, resume: bool) -> None:
     if cfg.vocab and cfg.vocab != "minilm" and not (out / VOCAB_NAME).exists():
         with as_user_error(f"--vocab {cfg.vocab}", ValueError, FileNotFoundError):
             load_vocab(cfg.vocab)  # exists, holds [PAD] [UNK] [CLS] [SEP] [MASK], no repeated token
-    if cfg.init_from and not resume:
+    if cfg.init_from and cfg.init_from not in MASKED_LMS and not resume:
         if latest_checkpoint(cfg.init_from) is None:
             raise MissingFileError(f"--init-from {cfg.init_from}: no checkpoint-<step> folder in it; pass a "
                                    "`bertedu pretrain --out` folder that wrote at least one checkpoint")
@@ -407,10 +412,20 @@ def count_baselines(cfg: PretrainConfig) -> dict:
 def _model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
     if cfg.max_seq_length > 512:
         raise SettingError(f"max_seq_length {cfg.max_seq_length} is above BERT's 512 positions")
+    if cfg.init_from in MASKED_LMS:  # a shipped masked LM: its own architecture, not --preset's
+        shipped = json.loads((masked_lm_dir(cfg.init_from) / "config.json").read_text(encoding="utf-8"))
+        config = BertConfig(**{**shipped, "attn_implementation": cfg.attn_implementation})
+        if cfg.max_seq_length > config.max_position_embeddings:
+            raise SettingError(f"--init-from {cfg.init_from} has {config.max_position_embeddings} positions, "
+                               f"fewer than --max-seq-length {cfg.max_seq_length}")
+        return config
     return BertConfig.preset(cfg.preset, vocab_size=vocab_size, attn_implementation=cfg.attn_implementation)
 
 
 def _load_weights(model: torch.nn.Module, run_dir: Path) -> None:
+    if str(run_dir) in MASKED_LMS:  # shipped weights, sha256-checked as they load
+        model.load_state_dict(load_masked_lm(str(run_dir))[0].state_dict())
+        return
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         raise MissingFileError(f"--init-from {run_dir}: no checkpoint-<step> folder in it")

@@ -62,6 +62,25 @@ def test_phase_two_starts_from_phase_one_weights(tiny_run, tmp_path):
         torch.testing.assert_close(after[name], tensor, atol=1e-6, rtol=0)
 
 
+def test_init_from_takes_a_shipped_masked_lm_by_name(tmp_path, capsys):
+    """`--init-from course-en`: the shipped model's vocabulary and architecture (not --preset's),
+    and its weights, moved only by one step at lr 1e-12."""
+    from bertedu.pretrained import load_masked_lm, masked_lm_vocab_path
+
+    out = tmp_path / "from-course-en"
+    assert main(["pretrain", "--init-from", "course-en", "--preset", "tiny", "--steps", "1", "--lr", "1e-12",
+                 "--warmup-ratio", "0", "--batch-size", "4", "--out", str(out), *SMALL]) == 0
+    assert (out / "vocab.txt").read_bytes() == masked_lm_vocab_path("course-en").read_bytes()
+    shipped, _ = load_masked_lm("course-en")
+    model, _ = load_pretrained(out)
+    assert model.config == shipped.config  # 4 layers of 256, not the tiny preset
+    for name, tensor in shipped.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[name], tensor, atol=1e-6, rtol=0)
+    assert main(["pretrain", "--init-from", "course-en", "--steps", "1", "--out", str(tmp_path / "long"), *SMALL,
+                 "--max-seq-length", "513"]) == 2
+    assert "512" in capsys.readouterr().err
+
+
 def test_base_preset_runs_a_few_steps_on_cpu(tmp_path):
     out = tmp_path / "base"
     assert main(["pretrain", "--preset", "base", "--steps", "2", "--batch-size", "2", "--out", str(out),
