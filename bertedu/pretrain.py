@@ -98,8 +98,8 @@ class PretrainConfig(TrainConfig):
     # model
     init_from: Optional[str] = setting(None, "a previous run's folder to start from (phase 2 at "
                                              "--max-seq-length 512); its vocab.txt is reused. Or a masked LM "
-                                             "shipped with the course (course-en, course-zh, course-zh-wwm, "
-                                             "minilm-mlm): its vocabulary and its architecture (--preset unused)")
+                                             f"shipped with the course ({', '.join(MASKED_LMS)}): its vocabulary "
+                                             "and its architecture (--preset unused)")
     attn_implementation: str = setting("sdpa", "attention kernel: sdpa (fused) or reference (written out)")
     # the fast path (bertedu.fast): same loss and gradients, less work
     unpad: bool = setting(True, "fast path: only real tokens go through the dense layers, attention stays "
