@@ -62,7 +62,7 @@ def test_phase_two_starts_from_phase_one_weights(tiny_run, tmp_path):
         torch.testing.assert_close(after[name], tensor, atol=1e-6, rtol=0)
 
 
-def test_init_from_takes_a_shipped_masked_lm_by_name(tmp_path, capsys):
+def test_init_from_takes_a_shipped_masked_lm_by_name(tmp_path):
     """`--init-from course-en`: the shipped model's vocabulary and architecture (not --preset's),
     and its weights, moved only by one step at lr 1e-12."""
     from bertedu.pretrained import load_masked_lm, masked_lm_vocab_path
@@ -76,9 +76,23 @@ def test_init_from_takes_a_shipped_masked_lm_by_name(tmp_path, capsys):
     assert model.config == shipped.config  # 4 layers of 256, not the tiny preset
     for name, tensor in shipped.state_dict().items():
         torch.testing.assert_close(model.state_dict()[name], tensor, atol=1e-6, rtol=0)
+
+
+def test_init_from_a_shipped_masked_lm_refuses_sequences_longer_than_its_positions(tmp_path, monkeypatch, capsys):
+    """Every shipped model has 512 positions today; one with 128 must refuse --max-seq-length 256 in one line."""
+    import shutil
+
+    import bertedu.pretrain
+    from bertedu.pretrained import masked_lm_dir
+
+    short = tmp_path / "course-en-128"
+    shutil.copytree(masked_lm_dir("course-en"), short)
+    config = json.loads((short / "config.json").read_text())
+    (short / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 128}))
+    monkeypatch.setattr(bertedu.pretrain, "masked_lm_dir", lambda name: short)
     assert main(["pretrain", "--init-from", "course-en", "--steps", "1", "--out", str(tmp_path / "long"), *SMALL,
-                 "--max-seq-length", "513"]) == 2
-    assert "512" in capsys.readouterr().err
+                 "--max-seq-length", "256"]) == 2
+    assert "--init-from course-en has 128 positions, fewer than --max-seq-length 256" in capsys.readouterr().err
 
 
 def test_base_preset_runs_a_few_steps_on_cpu(tmp_path):
