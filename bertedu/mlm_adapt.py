@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 
 from .constants import IGNORE_INDEX
-from .data.masking import mask_tokens
+from .data.masking import mask_tokens, wordpiece_word_ids
 from .heads import BertForPreTraining
 
 HELD_OUT_FRACTION = 0.05  # the same held-out wiki-en documents as `bertedu pretrain`
@@ -66,6 +66,7 @@ class AdaptConfig:
     freeze_word_embeddings: bool = True
     unigram_bias: bool = True
     precision: str = "fp32"  # or "bf16": autocast on CPU
+    whole_word_masking: bool = False  # training masks only; the held-out measure masks pieces
     eval_every: int = 100
     eval_sequences: int = 256  # held-out sequences scored during training
     seed: int = 0
@@ -109,9 +110,11 @@ def document_sequences(documents: Sequence[Sequence[str]], tokenizer, max_seq_le
 
 
 def make_batch(sequences: Sequence[Sequence[int]], tokenizer, generator: torch.Generator,
-               mlm_probability: float = 0.15):
+               mlm_probability: float = 0.15, whole_words: bool = False):
     """Pad, then mask (15% of non-special pieces; 80% [MASK], 10% random, 10% kept).
 
+    whole_words: select whole words (a piece starting with ## belongs to the word before
+    it) with one 80/10/10 decision per word, instead of single pieces.
     Returns input_ids, attention_mask (B, T) and labels (B, T), -100 where not selected.
     """
     T = max(len(s) for s in sequences)
@@ -122,9 +125,13 @@ def make_batch(sequences: Sequence[Sequence[int]], tokenizer, generator: torch.G
     special = torch.zeros_like(ids)
     for token_id in tokenizer.special_ids:
         special |= (ids == token_id).long()
+    word_ids = None
+    if whole_words:  # (B, T); padding is a special token and gets -1
+        word_ids = torch.tensor([wordpiece_word_ids(tokenizer.convert_ids_to_tokens(row.tolist()))
+                                 for row in ids])
     masked, labels = mask_tokens(ids, special, mask_token_id=tokenizer.mask_token_id,
                                  vocab_size=len(tokenizer), mlm_probability=mlm_probability,
-                                 generator=generator, special_ids=tokenizer.special_ids)
+                                 generator=generator, special_ids=tokenizer.special_ids, word_ids=word_ids)
     return masked, attention_mask, labels
 
 
@@ -285,7 +292,8 @@ def train(cfg: AdaptConfig) -> Path:
             order.extend(epoch)
         batch = [sequences[i] for i in order[:cfg.batch_size]]
         del order[:cfg.batch_size]
-        ids, attention_mask, labels = make_batch(batch, tokenizer, mask_generator)
+        ids, attention_mask, labels = make_batch(batch, tokenizer, mask_generator,
+                                                  whole_words=cfg.whole_word_masking)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
             output = model(ids, attention_mask=attention_mask, labels=labels)
         output.loss.backward()

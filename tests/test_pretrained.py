@@ -214,3 +214,35 @@ def test_the_command_line_takes_a_shipped_name(tmp_path, capsys):
     # the encoder started from the shipped weights: two small steps move them only a little
     layer = "bert.layers.5.output_norm.weight"
     assert torch.allclose(tuned[layer], shipped[layer.removeprefix("bert.")], atol=1e-2)
+
+
+def test_whole_word_masking_selects_every_piece_of_a_word():
+    """`--whole-word-masking` (training only): a word's pieces are selected together and
+    corrupted the same way; piece masking splits words. Tokenizer: course-en's vocabulary."""
+    from bertedu.data.masking import wordpiece_word_ids
+    from bertedu.mlm_adapt import document_sequences, make_batch
+    from bertedu.pretrained import masked_lm_vocab_path
+    from bertedu.tokenizer import load_vocab_tokenizer
+
+    tokenizer = load_vocab_tokenizer(masked_lm_vocab_path("course-en"), impl="fast")
+    text = ["the anarchists disbelieved the unbelievably archaeological astronomers of antiquity ."] * 6
+    sequences = document_sequences([text] * 8, tokenizer, 64)
+
+    def split_words(whole_words):
+        ids, _, labels = make_batch(sequences, tokenizer, torch.Generator().manual_seed(0),
+                                    mlm_probability=0.5, whole_words=whole_words)
+        split = whole = 0
+        for row, row_labels in zip(ids, labels):
+            words = torch.tensor(wordpiece_word_ids(tokenizer.convert_ids_to_tokens(row_labels.where(
+                row_labels >= 0, row).tolist())))
+            for w in words.unique():
+                pieces = (words == w) & (w >= 0)
+                chosen = (row_labels[pieces] >= 0)
+                if pieces.sum() > 1 and chosen.any():
+                    split += not chosen.all()
+                    whole += bool(chosen.all())
+        return split, whole
+
+    split, whole = split_words(True)
+    assert split == 0 and whole > 10
+    assert split_words(False)[0] > 10  # piece masking does split words
