@@ -43,6 +43,7 @@ import torch
 from .constants import IGNORE_INDEX
 from .data.masking import mask_tokens, wordpiece_word_ids
 from .heads import BertForPreTraining
+from .utils import autocast
 
 HELD_OUT_FRACTION = 0.05  # the same held-out wiki-en documents as `bertedu pretrain`
 HELD_OUT_SEED = 0
@@ -71,6 +72,7 @@ class AdaptConfig:
     eval_sequences: int = 256  # held-out sequences scored during training
     seed: int = 0
     threads: int = 1
+    init: str | None = None  # continue from these weights (a run folder or a shipped name); None: fresh heads
 
 
 # ----------------------------------------------------------------------------------------
@@ -248,7 +250,9 @@ def train(cfg: AdaptConfig) -> Path:
           f"{cfg.steps * cfg.batch_size / len(sequences):.2f} epochs", flush=True)
 
     model = minilm_with_head(cfg.seed)
-    if cfg.unigram_bias:
+    if cfg.init is not None:
+        load_initial_weights(model, cfg.init)
+    elif cfg.unigram_bias:
         with torch.no_grad():
             model.mlm.decoder.bias.copy_(unigram_log_probs(sequences, len(tokenizer), tokenizer.special_ids))
     if cfg.freeze_word_embeddings:
@@ -294,7 +298,7 @@ def train(cfg: AdaptConfig) -> Path:
         del order[:cfg.batch_size]
         ids, attention_mask, labels = make_batch(batch, tokenizer, mask_generator,
                                                   whole_words=cfg.whole_word_masking)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
+        with autocast(cfg.precision, torch.device("cpu")):
             output = model(ids, attention_mask=attention_mask, labels=labels)
         output.loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
@@ -310,6 +314,26 @@ def train(cfg: AdaptConfig) -> Path:
     metrics.close()
     (out / "config.json").write_text(json.dumps(dataclasses.asdict(model.config), indent=2) + "\n")
     return out
+
+
+def load_initial_weights(model: BertForPreTraining, init: str | os.PathLike) -> None:
+    """Load every trainable tensor from `init`: a run folder (its trainable.safetensors) or
+    the name of a shipped model (`minilm-mlm`, checked by sha256 as it loads)."""
+    from safetensors.torch import load_file
+
+    from .pretrained import MASKED_LMS, load_masked_lm
+
+    if (Path(init) / "trainable.safetensors").is_file():
+        state = load_file(str(Path(init) / "trainable.safetensors"))
+    elif str(init) in MASKED_LMS:
+        state = trainable_state(load_masked_lm(str(init))[0])
+    else:
+        raise FileNotFoundError(f"--init {init}: neither a run folder with trainable.safetensors nor one of "
+                                f"the shipped names {sorted(MASKED_LMS)}")
+    result = model.load_state_dict(state, strict=False)
+    if result.unexpected_keys or set(result.missing_keys) - set(FROZEN):
+        raise ValueError(f"--init {init} does not fit MiniLM with an MLM head: missing "
+                         f"{sorted(set(result.missing_keys) - set(FROZEN))}, unexpected {result.unexpected_keys}")
 
 
 def trainable_state(model: BertForPreTraining) -> dict[str, torch.Tensor]:
@@ -408,6 +432,8 @@ def _parser() -> argparse.ArgumentParser:
             t.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
         elif f.name == "stop_after":
             t.add_argument(flag, type=int, default=None)
+        elif f.name == "init":
+            t.add_argument(flag, default=None, help="continue from a run folder or a shipped model's name")
         elif f.name == "corpora":
             t.add_argument(flag, nargs="+", default=list(f.default))
         else:

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import os
 import random
+import warnings
 from typing import Any, Iterator
 
 import torch
@@ -81,9 +82,20 @@ def autocast(precision: str, device: torch.device):
     bf16, reductions and the losses in fp32) on CUDA and on the CPU, nothing for fp32.
 
     CPUs with bf16 instructions (e.g. avx512_bf16, AMX) run bf16 matmuls about twice as
-    fast as fp32 ones; on others PyTorch emulates them, which can be slower.
+    fast as fp32 ones; on others (AVX2 only) PyTorch emulates them, many times slower, and
+    this warns.
     """
     precision = resolve_precision(precision, device)
     if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
+        if torch.device(device).type == "cpu" and not cpu_has_bf16():
+            warnings.warn(
+                f"bf16 autocast on a CPU without bf16 instructions ({torch.backends.cpu.get_cpu_capability()}): "
+                "PyTorch emulates the bf16 matmuls, many times slower than fp32 here; "
+                "use precision 'fp32' (or 'auto', which picks fp32 on a CPU).", RuntimeWarning, stacklevel=2)
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU runs bf16 matmuls natively (oneDNN's test: AVX-512 with bf16 support)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())

@@ -246,3 +246,30 @@ def test_whole_word_masking_selects_every_piece_of_a_word():
     split, whole = split_words(True)
     assert split == 0 and whole > 10
     assert split_words(False)[0] > 10  # piece masking does split words
+
+
+def test_init_continues_from_a_shipped_name_or_a_run_folder(tmp_path, minilm_mlm):
+    """`--init`: every trainable tensor comes from the shipped model or from a run's output."""
+    from safetensors.torch import save_file
+
+    from bertedu.mlm_adapt import load_initial_weights, minilm_with_head, trainable_state
+
+    shipped = trainable_state(minilm_mlm[0])
+    model = minilm_with_head(seed=3)
+    assert not torch.equal(model.mlm.dense.weight, shipped["mlm.dense.weight"])  # fresh heads first
+    load_initial_weights(model, "minilm-mlm")
+    assert trainable_state(model).keys() == shipped.keys()
+    for key, value in trainable_state(model).items():
+        assert torch.equal(value, shipped[key]), key
+
+    run = tmp_path / "run"
+    run.mkdir()
+    changed = dict(shipped, **{"mlm.dense.bias": shipped["mlm.dense.bias"] + 1.0})
+    save_file(changed, str(run / "trainable.safetensors"))
+    load_initial_weights(model, run)
+    assert torch.equal(model.mlm.dense.bias, changed["mlm.dense.bias"])
+    with pytest.raises(FileNotFoundError, match="neither a run folder"):
+        load_initial_weights(model, tmp_path / "nothing")
+    save_file({"mlm.dense.bias": shipped["mlm.dense.bias"]}, str(run / "trainable.safetensors"))
+    with pytest.raises(ValueError, match="missing"):
+        load_initial_weights(model, run)

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -412,6 +413,7 @@ def test_progress_bar_shows_loss_speed_and_eta(capsys):
 # ---- DistributedDataParallel -------------------------------------------------------------------
 DDP_SCRIPT = """
 import sys
+import warnings
 sys.path.insert(0, {tests!r})
 import torch
 torch.set_num_threads(1)
@@ -464,3 +466,18 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
     load_checkpoint(tmp_path / "random", two)
     for name, w in weights(accum).items():
         torch.testing.assert_close(weights(two)[name], w, atol=1e-5, rtol=0, msg=name)
+
+
+def test_bf16_on_a_cpu_without_bf16_instructions_warns_and_fp32_does_not(monkeypatch):
+    from bertedu import utils
+
+    monkeypatch.setattr(utils, "cpu_has_bf16", lambda: False)
+    with pytest.warns(RuntimeWarning, match="without bf16 instructions"):
+        utils.autocast("bf16", torch.device("cpu"))
+    monkeypatch.setattr(utils, "cpu_has_bf16", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        utils.autocast("bf16", torch.device("cpu"))
+        monkeypatch.setattr(utils, "cpu_has_bf16", lambda: False)
+        utils.autocast("fp32", torch.device("cpu"))
+        utils.autocast("auto", torch.device("cpu"))
