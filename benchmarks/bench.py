@@ -406,6 +406,8 @@ def run(args) -> dict:
             device=device.type, device_name=device_name, torch=torch.__version__,
             transformers=transformers.__version__, python=platform.python_version(),
             cpu_count=os.cpu_count(), threads=torch.get_num_threads(), precision=args.precision,
+            cpu_capability=torch.backends.cpu.get_cpu_capability(),
+            cpu_bf16=bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),
             adamw=dict(ADAMW, weight_decay=WEIGHT_DECAY, fused=fused,
                        note="same for both models; no decay on biases and LayerNorm"),
             dropout="on (config defaults: hidden 0.1, attention 0.1), both models",
@@ -566,7 +568,8 @@ def table(results: list[dict]) -> str:
     cuda = any(r["meta"]["device"] == "cuda" for r in results)
     for res in results:
         m = res["meta"]
-        lines.append(f"# {m['device']} {m['device_name']} | torch {m['torch']} | transformers "
+        cpu = f" ({m['cpu_capability']}, bf16 instructions: {m['cpu_bf16']})" if "cpu_bf16" in m else ""
+        lines.append(f"# {m['device']} {m['device_name']}{cpu} | torch {m['torch']} | transformers "
                      f"{m['transformers']} | {m['threads']} threads | AdamW fused={m['adamw']['fused']} | "
                      f"dropout on | compile={m['compile']} | {m['steps']} timed steps (median), "
                      f"{m['warmup']} warm-up | {m.get('wall_s', float('nan')):.0f} s")
