@@ -91,6 +91,7 @@ from bertedu.constants import IGNORE_INDEX
 from bertedu.fast import set_fast_path
 from bertedu.interop import to_hf
 from bertedu.train import param_groups as bertedu_param_groups
+from bertedu.utils import cpu_has_bf16
 
 BASELINE = "transformers"
 VARIANTS = ("readable", "sdpa", "fast", "fast-padded")
@@ -407,7 +408,7 @@ def run(args) -> dict:
             transformers=transformers.__version__, python=platform.python_version(),
             cpu_count=os.cpu_count(), threads=torch.get_num_threads(), precision=args.precision,
             cpu_capability=torch.backends.cpu.get_cpu_capability(),
-            cpu_bf16=bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),
+            cpu_bf16=cpu_has_bf16(),
             adamw=dict(ADAMW, weight_decay=WEIGHT_DECAY, fused=fused,
                        note="same for both models; no decay on biases and LayerNorm"),
             dropout="on (config defaults: hidden 0.1, attention 0.1), both models",
