@@ -43,7 +43,7 @@ import torch
 from .constants import IGNORE_INDEX
 from .data.masking import mask_tokens, wordpiece_word_ids
 from .heads import BertForPreTraining
-from .utils import autocast
+from .utils import autocast, setting
 
 HELD_OUT_FRACTION = 0.05  # the same held-out wiki-en documents as `bertedu pretrain`
 HELD_OUT_SEED = 0
@@ -53,26 +53,33 @@ FROZEN = ("bert.embeddings.word_embeddings.weight", "mlm.decoder.weight")  # one
 
 @dataclasses.dataclass(frozen=True)
 class AdaptConfig:
-    out: str = "runs/minilm-mlm"
-    corpora: tuple = ("wiki-en", "bible-en:web")
-    steps: int = 1200  # the length of the learning-rate schedule
-    stop_after: int | None = None  # stop after this many of its steps (None: all of them)
-    batch_size: int = 32
-    max_seq_length: int = 128
-    lr: float = 1e-4  # encoder
-    head_lr: float = 1e-3  # the fresh head (dense, LayerNorm, bias)
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.05
-    max_grad_norm: float = 1.0
-    freeze_word_embeddings: bool = True
-    unigram_bias: bool = True
-    precision: str = "fp32"  # or "bf16": autocast on CPU
-    whole_word_masking: bool = False  # training masks only; the held-out measure masks pieces
-    eval_every: int = 100
-    eval_sequences: int = 256  # held-out sequences scored during training
-    seed: int = 0
-    threads: int = 1
-    init: str | None = None  # continue from these weights (a run folder or a shipped name); None: fresh heads
+    """The settings of one `python -m bertedu.mlm_adapt train` run; each field is a flag."""
+
+    out: str = setting("runs/minilm-mlm", "run folder: config.json, log.jsonl, trainable.safetensors")
+    corpora: tuple = setting(("wiki-en", "bible-en:web"),
+                             "training text: wiki-en (less its held-out documents), bible-en:TRANSLATION, or any "
+                             "corpus `bertedu pretrain --corpus` reads; one listed twice is read twice as often")
+    steps: int = setting(1200, "the length of the learning-rate schedule (warm-up, then linear decay to zero)")
+    stop_after: int | None = setting(None, "stop after this many of the schedule's steps (default: all)")
+    batch_size: int = setting(32, "sequences per step")
+    max_seq_length: int = setting(128, "word pieces per training sequence, [CLS] and [SEP] included")
+    lr: float = setting(1e-4, "peak learning rate of the encoder")
+    head_lr: float = setting(1e-3, "peak learning rate of the MLM head (dense, LayerNorm, bias)")
+    weight_decay: float = setting(0.01, "AdamW weight decay (not on biases and LayerNorm)")
+    warmup_ratio: float = setting(0.05, "fraction of --steps spent warming up")
+    max_grad_norm: float = setting(1.0, "gradient clipping norm")
+    freeze_word_embeddings: bool = setting(True, "keep MiniLM's word embeddings (and so the tied decoder) fixed")
+    unigram_bias: bool = setting(True, "start the decoder bias at the training text's log unigram frequencies")
+    precision: str = setting("fp32", "fp32, or bf16 autocast on CPU (fast only on a CPU with bf16 "
+                                     "instructions; bertedu warns otherwise)")
+    whole_word_masking: bool = setting(False, "training masks select whole words; the held-out measure "
+                                              "still masks pieces")
+    eval_every: int = setting(100, "steps between held-out evaluations")
+    eval_sequences: int = setting(256, "held-out sequences scored during training (the final measure: all 298)")
+    seed: int = setting(0, "every random draw: head initialisation, dropout, data order, masks")
+    threads: int = setting(1, "CPU threads for PyTorch")
+    init: str | None = setting(None, "continue from a run folder or a shipped model's name (e.g. minilm-mlm); "
+                                        "default: MiniLM with a fresh head")
 
 
 # ----------------------------------------------------------------------------------------
@@ -428,17 +435,20 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="give MiniLM an MLM head and continue pretraining it")
     for f in dataclasses.fields(AdaptConfig):
         flag = "--" + f.name.replace("_", "-")
+        text = f.metadata["help"] + " (default: %(default)s)"
         if f.type in ("bool", bool):
-            t.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+            t.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=text)
         elif f.name == "stop_after":
-            t.add_argument(flag, type=int, default=None)
+            t.add_argument(flag, type=int, default=None, help=f.metadata["help"])
         elif f.name == "init":
-            t.add_argument(flag, default=None, help="continue from a run folder or a shipped model's name")
+            t.add_argument(flag, default=None, help=f.metadata["help"])
         elif f.name == "corpora":
-            t.add_argument(flag, nargs="+", default=list(f.default))
+            t.add_argument(flag, nargs="+", default=list(f.default), help=text)
+        elif f.name == "precision":
+            t.add_argument(flag, choices=("fp32", "bf16"), default=f.default, help=text)
         else:
             kind = {"int": int, "float": float, "str": str}[str(f.type)]
-            t.add_argument(flag, type=kind, default=f.default)
+            t.add_argument(flag, type=kind, default=f.default, help=text)
     e = sub.add_parser("export", help="write a run's weights into a package folder")
     e.add_argument("--run", required=True)
     e.add_argument("--to", required=True)

@@ -195,6 +195,23 @@ def test_same_seed_same_weights(tmp_path):
     assert not torch.equal(first["mlm.dense.weight"], other["mlm.dense.weight"])
 
 
+
+def test_mlm_adapt_help_describes_every_flag_and_precision_is_checked(monkeypatch, capsys):
+    import dataclasses
+
+    from bertedu.mlm_adapt import AdaptConfig, main
+
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per flag, so each help text can be found whole
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    for f in dataclasses.fields(AdaptConfig):
+        assert "--" + f.name.replace("_", "-") in out
+        assert f.metadata["help"].replace("%%", "%") in out, f.name
+    with pytest.raises(SystemExit):
+        main(["train", "--precision", "fp16"])
+    assert "invalid choice: 'fp16'" in capsys.readouterr().err
+
 def test_the_command_line_takes_a_shipped_name(tmp_path, capsys):
     from bertedu.cli import main
 
