@@ -78,6 +78,7 @@ class AdaptConfig:
     eval_sequences: int = setting(256, "held-out sequences scored during training (the final measure: all 298)")
     seed: int = setting(0, "every random draw: head initialisation, dropout, data order, masks")
     threads: int = setting(1, "CPU threads for PyTorch")
+    progress: bool = setting(True, "a progress bar (steps, loss, time left) on stderr")
     init: str | None = setting(None, "continue from a run folder or a shipped model's name (e.g. minilm-mlm); "
                                         "default: MiniLM with a fresh head")
 
@@ -290,12 +291,20 @@ def train(cfg: AdaptConfig) -> Path:
                   "heldout_loss": held["loss"], "heldout_accuracy": held["accuracy"]}
         metrics.write(json.dumps(record) + "\n")
         metrics.flush()
-        print(json.dumps(record), flush=True)
+        if bar is None:
+            print(json.dumps(record), flush=True)
+        else:
+            bar.write(json.dumps(record))  # above the bar, which stays whole
         run_loss = run_correct = run_total = 0.0
         save_file(trainable_state(model), str(out / "trainable.safetensors"))
 
-    evaluate(0)
     last = cfg.steps if cfg.stop_after is None else min(cfg.steps, cfg.stop_after)
+    bar = None
+    if cfg.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=last, unit="step", dynamic_ncols=True)
+    evaluate(0)
     for step in range(1, last + 1):
         if len(order) < cfg.batch_size:
             epoch = list(range(len(sequences)))
@@ -316,9 +325,14 @@ def train(cfg: AdaptConfig) -> Path:
         run_loss += output.mlm_loss.item() * m
         run_correct += (output.mlm_logits.argmax(-1) == output.mlm_labels).sum().item()
         run_total += m
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{output.mlm_loss.item():.3f}", refresh=False)
         if step % cfg.eval_every == 0 or step == last:
             evaluate(step)
     metrics.close()
+    if bar is not None:
+        bar.close()
     (out / "config.json").write_text(json.dumps(dataclasses.asdict(model.config), indent=2) + "\n")
     return out
 
