@@ -55,7 +55,8 @@ FROZEN = ("bert.embeddings.word_embeddings.weight", "mlm.decoder.weight")  # one
 class AdaptConfig:
     """The settings of one `python -m bertedu.mlm_adapt train` run; each field is a flag."""
 
-    out: str = setting("runs/minilm-mlm", "run folder: config.json, log.jsonl, trainable.safetensors")
+    out: str = setting("runs/minilm-mlm", "run folder: adapt_config.json, metrics.jsonl, trainable.safetensors, "
+                                            "config.json")
     corpora: tuple = setting(("wiki-en", "bible-en:web"),
                              "training text: wiki-en (less its held-out documents), bible-en:TRANSLATION, or any "
                              "corpus `bertedu pretrain --corpus` reads; one listed twice is read twice as often")

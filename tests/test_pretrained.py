@@ -195,7 +195,6 @@ def test_same_seed_same_weights(tmp_path):
     assert not torch.equal(first["mlm.dense.weight"], other["mlm.dense.weight"])
 
 
-
 def test_mlm_adapt_help_describes_every_flag_and_precision_is_checked(monkeypatch, capsys):
     import dataclasses
 
