@@ -300,11 +300,9 @@ def train(cfg: AdaptConfig) -> Path:
         save_file(trainable_state(model), str(out / "trainable.safetensors"))
 
     last = cfg.steps if cfg.stop_after is None else min(cfg.steps, cfg.stop_after)
-    bar = None
-    if cfg.progress:
-        from tqdm.auto import tqdm
+    from tqdm.auto import tqdm
 
-        bar = tqdm(total=last, unit="step", dynamic_ncols=True)
+    bar = tqdm(total=last, unit="step", dynamic_ncols=True) if cfg.progress else None
     evaluate(0)
     for step in range(1, last + 1):
         if len(order) < cfg.batch_size:
@@ -322,13 +320,13 @@ def train(cfg: AdaptConfig) -> Path:
         optimizer.step()
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
-        m = len(output.mlm_labels)
-        run_loss += output.mlm_loss.item() * m
+        m, loss = len(output.mlm_labels), output.mlm_loss.item()
+        run_loss += loss * m
         run_correct += (output.mlm_logits.argmax(-1) == output.mlm_labels).sum().item()
         run_total += m
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(loss=f"{output.mlm_loss.item():.3f}", refresh=False)
+            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
         if step % cfg.eval_every == 0 or step == last:
             evaluate(step)
     metrics.close()
