@@ -165,7 +165,7 @@ def test_held_out_masked_accuracy(minilm_mlm):
     model, tokenizer = minilm_mlm
     result = masked_accuracy(model, tokenizer, seed=0, max_sequences=48)
     assert result["tokens"] > 800
-    assert result["accuracy"] >= 0.35  # 0.386 on this slice; 0.375 on all 298 sequences
+    assert result["accuracy"] >= 0.35  # 0.418 on this slice; 0.395 on all 298 sequences
     again = masked_accuracy(model, tokenizer, seed=0, max_sequences=48)
     assert again == result  # the masks come from the seed
 
@@ -214,8 +214,8 @@ def test_mlm_adapt_help_describes_every_flag_and_precision_is_checked(monkeypatc
 def test_the_command_line_takes_a_shipped_name(tmp_path, capsys):
     from bertedu.cli import main
 
-    assert main(["fill-mask", "minilm-mlm", "the man took off [MASK] hat ."]) == 0
-    assert "[MASK] 1: his" in capsys.readouterr().out  # its best answer (notebook 06 shows it too)
+    assert main(["fill-mask", "minilm-mlm", "the boy said that [MASK] was tired ."]) == 0
+    assert "[MASK] 1: he " in capsys.readouterr().out  # its best answer (notebook 06 shows it too)
     out = tmp_path / "ft"
     assert main(["finetune", "--task", "ner-en", "--init", "minilm-mlm", "--steps", "2", "--batch-size", "4",
                  "--max-train", "8", "--max-eval", "4", "--max-seq-length", "32", "--no-progress",
