@@ -165,7 +165,7 @@ def test_held_out_masked_accuracy(minilm_mlm):
     model, tokenizer = minilm_mlm
     result = masked_accuracy(model, tokenizer, seed=0, max_sequences=48)
     assert result["tokens"] > 800
-    assert result["accuracy"] >= 0.35  # 0.418 on this slice; 0.395 on all 298 sequences
+    assert result["accuracy"] >= 0.40  # 0.418 on this slice; 0.395 on all 298 sequences
     again = masked_accuracy(model, tokenizer, seed=0, max_sequences=48)
     assert again == result  # the masks come from the seed
 
