@@ -116,7 +116,7 @@ def test_at_least_twenty_probes():
 
 # Recorded for the shipped weights (notes/minilm_mlm.md lists every probe's top 5). The
 # issue's goal is all of them; these floors catch a regression, and fail if it gets worse.
-PROBES_IN_TOP5 = 12  # of 26
+PROBES_IN_TOP5 = 13  # of 26
 PAIRS_THAT_FOLLOW_CONTEXT = 7  # of 8
 
 
@@ -165,7 +165,7 @@ def test_held_out_masked_accuracy(minilm_mlm):
     model, tokenizer = minilm_mlm
     result = masked_accuracy(model, tokenizer, seed=0, max_sequences=48)
     assert result["tokens"] > 800
-    assert result["accuracy"] >= 0.40  # 0.418 on this slice; 0.395 on all 298 sequences
+    assert result["accuracy"] >= 0.41  # 0.424 on this slice; 0.401 on all 298 sequences (r10)
     again = masked_accuracy(model, tokenizer, seed=0, max_sequences=48)
     assert again == result  # the masks come from the seed
 
