@@ -79,6 +79,8 @@ class AdaptConfig:
     eval_sequences: int = setting(256, "held-out sequences scored during training (the final measure: all 298)")
     seed: int = setting(0, "every random draw: head initialisation, dropout, data order, masks")
     threads: int = setting(1, "CPU threads for PyTorch")
+    device: str | None = setting(None, "cpu, cuda or cuda:N (default: cuda when there is a GPU, else cpu); "
+                                       "bit for bit reproducible on the CPU only")
     progress: bool = setting(True, "a progress bar (steps, loss, time left) on stderr")
     init: str | None = setting(None, "continue from a run folder or a shipped model's name (e.g. minilm-mlm); "
                                         "default: MiniLM with a fresh head")
@@ -208,10 +210,12 @@ def masked_accuracy(model: BertForPreTraining, tokenizer, documents=None, seed: 
     generator = torch.Generator().manual_seed(seed)
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
     correct = total = 0
     loss_sum = 0.0
     for start in range(0, len(sequences), batch_size):
-        ids, attention_mask, labels = make_batch(sequences[start:start + batch_size], tokenizer, generator)
+        batch = make_batch(sequences[start:start + batch_size], tokenizer, generator)  # masks drawn on the CPU
+        ids, attention_mask, labels = (t.to(device) for t in batch)
         hidden = model.bert(ids, attention_mask=attention_mask).last_hidden_state  # (B, T, D)
         selected = labels != IGNORE_INDEX  # (B, T)
         picked = model.mlm(hidden[selected]).float()  # (M, V): the head only where it is scored
@@ -269,9 +273,11 @@ def train(cfg: AdaptConfig) -> Path:
     from .fast import set_fast_path
 
     set_fast_path(model, unpad=True, sparse_mlm=True)
+    device = training_device(cfg.device)
+    model.to(device)
     model.train()
     optimizer = torch.optim.AdamW(param_groups(model, cfg.lr, cfg.head_lr, cfg.weight_decay),
-                                  betas=(0.9, 0.999), eps=1e-6)
+                                  betas=(0.9, 0.999), eps=1e-6, fused=True if device.type == "cuda" else None)
     warmup = max(1, int(cfg.warmup_ratio * cfg.steps))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (cfg.steps - s) / max(1, cfg.steps - warmup))))
@@ -311,9 +317,9 @@ def train(cfg: AdaptConfig) -> Path:
             order.extend(epoch)
         batch = [sequences[i] for i in order[:cfg.batch_size]]
         del order[:cfg.batch_size]
-        ids, attention_mask, labels = make_batch(batch, tokenizer, mask_generator,
-                                                  whole_words=cfg.whole_word_masking)
-        with autocast(cfg.precision, torch.device("cpu")):
+        ids, attention_mask, labels = (t.to(device) for t in make_batch(  # masks drawn on the CPU
+            batch, tokenizer, mask_generator, whole_words=cfg.whole_word_masking))
+        with autocast(cfg.precision, device):
             output = model(ids, attention_mask=attention_mask, labels=labels)
         output.loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
@@ -334,6 +340,17 @@ def train(cfg: AdaptConfig) -> Path:
         bar.close()
     (out / "config.json").write_text(json.dumps(dataclasses.asdict(model.config), indent=2) + "\n")
     return out
+
+
+def training_device(name: str | None) -> torch.device:
+    """`--device`: None picks CUDA when there is a GPU; asking for CUDA without one is a clear error."""
+    device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"--device {name}: this machine has no CUDA GPU that PyTorch can use "
+                           f"(torch.cuda.is_available() is False); leave --device out to train on the CPU.")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device {name}: bertedu.mlm_adapt trains on cpu or cuda[:N].")
+    return device
 
 
 def load_initial_weights(model: BertForPreTraining, init: str | os.PathLike) -> None:
@@ -358,7 +375,8 @@ def load_initial_weights(model: BertForPreTraining, init: str | os.PathLike) -> 
 
 def trainable_state(model: BertForPreTraining) -> dict[str, torch.Tensor]:
     """Every tensor except the frozen (tied) word-embedding matrix, contiguous fp32 copies."""
-    return {k: v.detach().float().contiguous().clone() for k, v in model.state_dict().items() if k not in FROZEN}
+    return {k: v.detach().float().cpu().contiguous().clone() for k, v in model.state_dict().items()
+            if k not in FROZEN}
 
 
 # ----------------------------------------------------------------------------------------
@@ -453,7 +471,7 @@ def _parser() -> argparse.ArgumentParser:
             t.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=text)
         elif f.name == "stop_after":
             t.add_argument(flag, type=int, default=None, help=f.metadata["help"])
-        elif f.name == "init":
+        elif f.name in ("init", "device"):
             t.add_argument(flag, default=None, help=f.metadata["help"])
         elif f.name == "corpora":
             t.add_argument(flag, nargs="+", default=list(f.default), help=text)

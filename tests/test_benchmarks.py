@@ -203,3 +203,24 @@ def test_plateau_groups_masked_pieces_into_words():
     # "the undoing cats": un ##do ##ing masked together, then cat ##s; an unmasked gap splits words
     assert masked_words([-100, 1, 2, 3, 4, -100, 5, 6], Pieces()) == [[1], [2, 3, 4], [6, 7]]
     assert masked_words([2, 5, -100, 6], Pieces()) == [[0], [1], [3]]  # a lone ## piece is a word of its own
+
+
+def test_gpu_minilm_mlm_script_end_to_end_on_cpu(tmp_path):
+    """benchmarks/gpu_minilm_mlm.sh (minilm-mlm's long schedule for a lent GPU), two steps on the CPU."""
+    out = tmp_path / "run"
+    env = dict(os.environ, MLM_DEVICE="cpu", MLM_STEPS="2", MLM_EVAL_SEQUENCES="4", MLM_OUT=str(out),
+               PYTHON=sys.executable, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_minilm_mlm.sh")], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2]
+    config = json.loads((out / "adapt_config.json").read_text())
+    assert config["device"] == "cpu" and config["corpora"] == ["wiki-en"] and config["lr"] == 5e-4
+    lines = proc.stdout.strip().splitlines()
+    assert "training exited with status 0" in proc.stdout
+    assert any(line.startswith("held-out, all sequences: accuracy") for line in lines)
+    assert any(line.startswith("probes: ") for line in lines) and any(line.startswith("pairs: ") for line in lines)
+    assert lines[-4].split() == ["step", "minutes", "held-out", "acc", "held-out", "loss"]  # the table comes last
+    assert [int(line.split()[0]) for line in lines[-3:]] == [0, 1, 2]
+

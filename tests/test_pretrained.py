@@ -181,18 +181,32 @@ def test_same_seed_same_weights(tmp_path):
         "\n".join(f"sentence {j} of document {i} talks about rivers , hills and the sea ." for j in range(6))
         for i in range(4)) + "\n", encoding="utf-8")
 
-    def run(name, seed):
+    def run(name, seed, device=None):
         cfg = AdaptConfig(out=str(tmp_path / name), corpora=(str(text),), steps=2, batch_size=4,
                           max_seq_length=32, eval_every=100, eval_sequences=2, seed=seed,
-                          threads=torch.get_num_threads())
+                          threads=torch.get_num_threads(), device=device)
         return load_file(str(train(cfg) / "trainable.safetensors"))
 
-    first, second, other = run("a", 0), run("b", 0), run("c", 1)
+    first, second, other = run("a", 0), run("b", 0, "cpu"), run("c", 1)
     assert first.keys() == second.keys() and "mlm.dense.weight" in first
     assert "bert.embeddings.word_embeddings.weight" not in first  # frozen: not part of the run's output
-    for key in first:
+    for key in first:  # the default device is the CPU here, so --device cpu changes nothing
         assert torch.equal(first[key], second[key]), key
     assert not torch.equal(first["mlm.dense.weight"], other["mlm.dense.weight"])
+
+
+def test_training_device(monkeypatch):
+    """`--device`: the GPU when there is one, the CPU otherwise; CUDA without a GPU says so."""
+    from bertedu.mlm_adapt import training_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert training_device(None) == torch.device("cpu") == training_device("cpu")
+    with pytest.raises(RuntimeError, match=r"--device cuda:1: this machine has no CUDA GPU.*leave --device out"):
+        training_device("cuda:1")
+    with pytest.raises(ValueError, match="cpu or cuda"):
+        training_device("meta")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert training_device(None) == torch.device("cuda")
 
 
 def test_mlm_adapt_help_describes_every_flag_and_precision_is_checked(monkeypatch, capsys):
