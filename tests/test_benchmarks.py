@@ -223,4 +223,3 @@ def test_gpu_minilm_mlm_script_end_to_end_on_cpu(tmp_path):
     assert any(line.startswith("probes: ") for line in lines) and any(line.startswith("pairs: ") for line in lines)
     assert lines[-4].split() == ["step", "minutes", "held-out", "acc", "held-out", "loss"]  # the table comes last
     assert [int(line.split()[0]) for line in lines[-3:]] == [0, 1, 2]
-
