@@ -18,6 +18,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from .utils import resolve_device
+
 
 @dataclass
 class DistContext:
@@ -40,10 +42,7 @@ def setup_distributed(device: Optional[str] = None) -> DistContext:
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = torch.cuda.is_available() and (device is None or device.startswith("cuda"))
-    if device is None:
-        device = f"cuda:{local_rank}" if use_cuda else "cpu"
-    ctx = DistContext(rank, world_size, local_rank, torch.device(device))
+    ctx = DistContext(rank, world_size, local_rank, resolve_device(device, local_rank))
     if ctx.device.type == "cuda":
         torch.cuda.set_device(ctx.device)
     if world_size > 1 and not dist.is_initialized():

@@ -75,6 +75,8 @@ class AdaptConfig:
                                      "instructions; bertedu warns otherwise)")
     whole_word_masking: bool = setting(False, "training masks select whole words; the held-out measure "
                                               "still masks pieces")
+    mlm_probability: float = setting(0.15, "share of the training pieces selected for prediction (80/10/10 "
+                                           "as at 0.15); the held-out measure always selects 0.15")
     eval_every: int = setting(100, "steps between held-out evaluations")
     eval_sequences: int = setting(256, "held-out sequences scored during training (the final measure: all 298)")
     seed: int = setting(0, "every random draw: head initialisation, dropout, data order, masks")
@@ -251,6 +253,9 @@ def train(cfg: AdaptConfig) -> Path:
     from .pretrained import minilm_vocab_path
     from .tokenizer import load_vocab_tokenizer
 
+    if not 0.0 < cfg.mlm_probability < 1.0:
+        raise ValueError(f"--mlm-probability {cfg.mlm_probability}: the share of pieces to predict "
+                         "lies between 0 and 1 (BERT: 0.15)")
     torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -318,7 +323,8 @@ def train(cfg: AdaptConfig) -> Path:
         batch = [sequences[i] for i in order[:cfg.batch_size]]
         del order[:cfg.batch_size]
         ids, attention_mask, labels = (t.to(device) for t in make_batch(  # masks drawn on the CPU
-            batch, tokenizer, mask_generator, whole_words=cfg.whole_word_masking))
+            batch, tokenizer, mask_generator, mlm_probability=cfg.mlm_probability,
+            whole_words=cfg.whole_word_masking))
         with autocast(cfg.precision, device):
             output = model(ids, attention_mask=attention_mask, labels=labels)
         output.loss.backward()
@@ -343,11 +349,11 @@ def train(cfg: AdaptConfig) -> Path:
 
 
 def training_device(name: str | None) -> torch.device:
-    """`--device`: None picks CUDA when there is a GPU; asking for CUDA without one is a clear error."""
-    device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"--device {name}: this machine has no CUDA GPU that PyTorch can use "
-                           f"(torch.cuda.is_available() is False); leave --device out to train on the CPU.")
+    """`--device`: None picks the GPU when there is one (`bertedu.utils.resolve_device`, which
+    also gives the clear error for CUDA without a GPU); only cpu and cuda are trained on."""
+    from .utils import resolve_device
+
+    device = resolve_device(name)
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"--device {name}: bertedu.mlm_adapt trains on cpu or cuda[:N].")
     return device

@@ -65,7 +65,7 @@ from .distributed import DistContext, setup_distributed, wrap_model
 from .errors import OutputFolderError
 from .jobs import StopSignals, TrainingInterrupted, run_lock, stop_signals
 from .progress import ProgressBar
-from .utils import PRECISIONS, eval_mode, seed_everything, setting
+from .utils import PRECISIONS, eval_mode, resolve_device, seed_everything, setting
 from .utils import autocast as mixed_precision
 
 log = logging.getLogger(__name__)
@@ -132,6 +132,8 @@ class TrainConfig:
         self._check_lr()
         if self.warmup_ratio is not None and not 0 <= self.warmup_ratio <= 1:
             raise ValueError(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio}")
+        if self.device is not None:
+            resolve_device(self.device)  # a device this machine lacks fails here, before any data is read
         if self.warmup_steps and self.steps is None and self.epochs is None:
             raise ValueError(
                 "warmup_steps needs a step budget (steps or epochs) to place the decay; "

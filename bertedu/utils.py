@@ -67,6 +67,31 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
         model.train(was_training)
 
 
+def resolve_device(name: str | None = None, local_rank: int = 0) -> torch.device:
+    """`--device`: None picks this process's GPU (cuda:LOCAL_RANK under torchrun) when PyTorch
+    sees one, else the CPU; a bare "cuda" means this process's GPU too. Asking for a GPU the
+    machine does not have is a `SettingError` (one line on the command line), not a traceback
+    from deep inside PyTorch."""
+    from .errors import SettingError
+
+    if name is None:
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError as error:
+        raise SettingError(f"--device {name}: not a device PyTorch knows (cpu, cuda, cuda:N)") from error
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SettingError(f"--device {name}: this machine has no CUDA GPU that PyTorch can use "
+                               "(torch.cuda.is_available() is False); leave --device out to train on the CPU.")
+        if device.index is None:
+            device = torch.device("cuda", local_rank)
+        if device.index >= torch.cuda.device_count():
+            raise SettingError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA GPU(s), "
+                               f"numbered from 0.")
+    return device
+
+
 def resolve_precision(precision: str, device: torch.device | str | None = None) -> str:
     """"auto" -> "bf16" on CUDA, "fp32" elsewhere; "fp32" and "bf16" stay as they are."""
     if precision not in PRECISIONS:

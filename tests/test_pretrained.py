@@ -201,12 +201,13 @@ def test_training_device(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert training_device(None) == torch.device("cpu") == training_device("cpu")
-    with pytest.raises(RuntimeError, match=r"--device cuda:1: this machine has no CUDA GPU.*leave --device out"):
+    with pytest.raises(ValueError, match=r"--device cuda:1: this machine has no CUDA GPU.*leave --device out"):
         training_device("cuda:1")
     with pytest.raises(ValueError, match="cpu or cuda"):
         training_device("meta")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert training_device(None) == torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert training_device(None) == torch.device("cuda:0") == training_device("cuda")
 
 
 def test_mlm_adapt_help_describes_every_flag_and_precision_is_checked(monkeypatch, capsys):
@@ -244,6 +245,29 @@ def test_the_command_line_takes_a_shipped_name(tmp_path, capsys):
     # the encoder started from the shipped weights: two small steps move them only a little
     layer = "bert.layers.5.output_norm.weight"
     assert torch.allclose(tuned[layer], shipped[layer.removeprefix("bert.")], atol=1e-2)
+
+
+def test_mlm_probability_sets_the_share_of_training_pieces_selected(tmp_path):
+    """`--mlm-probability`: the share of non-special pieces a training batch selects (80/10/10
+    as at BERT's 0.15); a share outside (0, 1) stops the run before anything is read."""
+    from bertedu.mlm_adapt import AdaptConfig, document_sequences, make_batch, train
+    from bertedu.pretrained import minilm_vocab_path
+    from bertedu.tokenizer import load_vocab_tokenizer
+
+    tokenizer = load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
+    text = ["the river rises in the hills north of the town and reaches the sea in the west ."] * 40
+    sequences = document_sequences([text] * 16, tokenizer, 128)
+    for share in (0.15, 0.4):
+        ids, attention_mask, labels = make_batch(sequences, tokenizer, torch.Generator().manual_seed(0),
+                                                 mlm_probability=share)
+        real = attention_mask.sum().item() - 2 * len(sequences)  # [CLS] and [SEP] are never selected
+        selected = (labels >= 0).sum().item()
+        assert abs(selected / real - share) < 0.02, (share, selected / real)
+        assert abs((ids[labels >= 0] == tokenizer.mask_token_id).float().mean().item() - 0.8) < 0.03
+    for share in (0.0, 1.0):
+        with pytest.raises(ValueError, match=f"--mlm-probability {share}: the share of pieces to predict"):
+            train(AdaptConfig(out=str(tmp_path / "never"), mlm_probability=share))
+    assert not (tmp_path / "never").exists()
 
 
 def test_whole_word_masking_selects_every_piece_of_a_word():

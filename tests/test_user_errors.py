@@ -65,6 +65,16 @@ def test_missing_files_are_one_line(capsys, files):
     assert "has no checkpoint-<step> folder" in one_line_error(capsys, ["fill-mask", str(files / "empty"), "a [MASK]"])
 
 
+def test_a_gpu_the_machine_lacks_is_one_line(capsys, monkeypatch):
+    """`--device cuda` on a machine without a GPU fails at once, before any data is read."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for command in (["pretrain", "--steps", "1"], ["finetune", "--task", "ner-en", *FT]):
+        line = one_line_error(capsys, [*command, "--device", "cuda"])
+        assert "--device cuda: this machine has no CUDA GPU" in line and "leave --device out" in line
+
+
 def test_a_vocabulary_without_mask_is_one_line(capsys, files):
     vocab = str(files / "nomask.txt")
     line = one_line_error(capsys, ["pretrain", "--steps", "1", "--vocab", vocab, "--out", str(files / "o1")])

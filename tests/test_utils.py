@@ -25,3 +25,23 @@ def test_course_scale_switch(monkeypatch):
     monkeypatch.setenv("BERTEDU_SCALE", "tpu")
     with pytest.raises(ValueError, match="BERTEDU_SCALE"):
         course_scale()
+
+
+def test_resolve_device(monkeypatch):
+    """`--device`: the GPU when PyTorch sees one (this process's under torchrun), else the CPU;
+    a GPU the machine lacks, or a name PyTorch does not know, is a SettingError saying so."""
+    from bertedu.errors import SettingError
+    from bertedu.utils import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device(None) == torch.device("cpu") == resolve_device("cpu")
+    with pytest.raises(SettingError, match=r"--device cuda: this machine has no CUDA GPU"):
+        resolve_device("cuda")
+    with pytest.raises(SettingError, match=r"--device gpu: not a device PyTorch knows"):
+        resolve_device("gpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device(None, local_rank=1) == torch.device("cuda:1") == resolve_device("cuda", local_rank=1)
+    assert resolve_device("cuda:0", local_rank=1) == torch.device("cuda:0")
+    with pytest.raises(SettingError, match=r"--device cuda:2: this machine has 2 CUDA GPU\(s\), numbered from 0"):
+        resolve_device("cuda:2")
