@@ -13,7 +13,8 @@
 #   MLM_DEVICE [cuda]  MLM_STEPS [10000]  MLM_CORPORA [wiki-en]  MLM_EVAL_SEQUENCES [256]
 #   MLM_OUT [runs/minilm-mlm-gpu-long]  MLM_LIMIT_S [480]  hard wall-clock limit of the training
 #   PYTHON [python, else python3]
-# A run stopped by the limit keeps its last evaluation's weights and is measured as it is.
+# A run stopped by the limit keeps its last evaluation's weights and is measured as it is;
+# running the script again continues it from there (--resume, bit for bit on the CPU).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -27,11 +28,13 @@ read -r -a CORPORA <<< "${MLM_CORPORA:-wiki-en}"
 [ "${MLM_DEVICE:-cuda}" = cuda ] && command -v nvidia-smi >/dev/null && \
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 mkdir -p "$(dirname "$OUT")"
+RESUME=()
+[ -f "$OUT/resume.pt" ] && RESUME=(--resume) && echo "continuing the run in $OUT"
 start=$SECONDS
 limit "${MLM_LIMIT_S:-480}" "$PY" -m bertedu.mlm_adapt train --device "${MLM_DEVICE:-cuda}" --out "$OUT" \
     --corpora "${CORPORA[@]}" --steps "$STEPS" --lr 5e-4 --head-lr 3e-3 --precision bf16 \
     --eval-every "$EVERY" --eval-sequences "${MLM_EVAL_SEQUENCES:-256}" --seed 0 --threads 2 --no-progress \
-    > "$OUT.log" 2>&1
+    ${RESUME[@]+"${RESUME[@]}"} >> "$OUT.log" 2>&1
 status=$?
 tail -n 3 "$OUT.log"
 echo "training exited with status $status after $((SECONDS - start)) s"

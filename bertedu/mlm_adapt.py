@@ -7,6 +7,7 @@ continues masked-language-model pretraining of the whole encoder on the embedded
 text, MLM only (no NSP: RoBERTa's finding, and MiniLM has no NSP head to keep).
 
     python -m bertedu.mlm_adapt train --out runs/minilm-mlm --steps 1200
+    python -m bertedu.mlm_adapt train --out runs/minilm-mlm --steps 1200 --resume   # after a stop
     python -m bertedu.mlm_adapt export --run runs/minilm-mlm --to bertedu/weights/minilm-mlm
     python -m bertedu.mlm_adapt evaluate --name minilm-mlm
 
@@ -18,7 +19,8 @@ Recipe choices (measured in notes/minilm_mlm.md):
   steps do not have to learn "predict frequent tokens".
 - A higher learning rate for the fresh head than for the pretrained encoder.
 - Sequences are whole-document runs of word pieces, `[CLS] pieces [SEP]`, one segment.
-Every random draw (head initialisation, dropout, data order, masks) comes from `--seed`.
+Every random draw (head initialisation, dropout, data order, masks) comes from `--seed`, and
+every evaluation saves what a stopped run needs to go on bit for bit (`--resume`).
 
 The held-out measure (`masked_accuracy`) uses the wiki-en documents that
 `bertedu pretrain` holds out with its default seed (5% of the 106 articles), cut into
@@ -43,6 +45,7 @@ import torch
 from .constants import IGNORE_INDEX
 from .data.masking import mask_tokens, wordpiece_word_ids
 from .heads import BertForPreTraining
+from .errors import SettingError, UserError
 from .utils import autocast, setting
 
 HELD_OUT_FRACTION = 0.05  # the same held-out wiki-en documents as `bertedu pretrain`
@@ -84,6 +87,8 @@ class AdaptConfig:
     device: str | None = setting(None, "cpu, cuda or cuda:N (default: cuda when there is a GPU, else cpu); "
                                        "bit for bit reproducible on the CPU only")
     progress: bool = setting(True, "a progress bar (steps, loss, time left) on stderr")
+    resume: bool = setting(False, "continue the run in --out from its last evaluation, bit for bit as if it had "
+                                  "not stopped (same flags; only --stop-after, --progress may differ)")
     init: str | None = setting(None, "continue from a run folder or a shipped model's name (e.g. minilm-mlm); "
                                         "default: MiniLM with a fresh head")
 
@@ -247,19 +252,22 @@ def training_sequences(cfg: AdaptConfig, tokenizer) -> list[list[int]]:
 
 
 def train(cfg: AdaptConfig) -> Path:
-    """Run the adaptation; write out/metrics.jsonl, out/trainable.safetensors, out/config.json."""
-    from safetensors.torch import save_file
-
+    """Run the adaptation; write out/metrics.jsonl, out/trainable.safetensors, out/resume.pt,
+    out/config.json."""
     from .pretrained import minilm_vocab_path
     from .tokenizer import load_vocab_tokenizer
 
     if not 0.0 < cfg.mlm_probability < 1.0:
-        raise ValueError(f"--mlm-probability {cfg.mlm_probability}: the share of pieces to predict "
-                         "lies between 0 and 1 (BERT: 0.15)")
+        raise SettingError(f"--mlm-probability {cfg.mlm_probability}: the share of pieces to predict "
+                           "lies between 0 and 1 (BERT: 0.15)")
     torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "adapt_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+    saved = check_resume(cfg) if cfg.resume else None
+    if saved is None:
+        if (out / "metrics.jsonl").exists():
+            raise SettingError(f"--out {out} already holds a run: pass --resume to continue it, or another --out")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "adapt_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
     tokenizer = load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
     sequences = training_sequences(cfg, tokenizer)
     held_out = wiki_en_held_out()
@@ -291,14 +299,18 @@ def train(cfg: AdaptConfig) -> Path:
     mask_generator = torch.Generator().manual_seed(cfg.seed + 1)  # masks
     torch.manual_seed(cfg.seed + 2)  # dropout
     order: list[int] = []
-    metrics = (out / "metrics.jsonl").open("w", encoding="utf-8")
+    first, minutes_before = 1, 0.0
+    if saved is not None:  # everything the next step draws from, as the uninterrupted run had it
+        first, minutes_before, order = restore_run(saved, out, model, optimizer, schedule, order_rng, mask_generator)
+    metrics = (out / "metrics.jsonl").open("a" if saved is not None else "w", encoding="utf-8")
     started = time.time()
     run_loss = run_correct = run_total = 0.0
 
     def evaluate(step: int) -> None:
         nonlocal run_loss, run_correct, run_total
         held = masked_accuracy(model, tokenizer, held_out, seed=0, max_sequences=cfg.eval_sequences)
-        record = {"step": step, "minutes": round((time.time() - started) / 60, 2),
+        minutes = minutes_before + (time.time() - started) / 60
+        record = {"step": step, "minutes": round(minutes, 2),
                   "train_loss": run_loss / max(run_total, 1), "train_accuracy": run_correct / max(run_total, 1),
                   "heldout_loss": held["loss"], "heldout_accuracy": held["accuracy"]}
         metrics.write(json.dumps(record) + "\n")
@@ -308,14 +320,15 @@ def train(cfg: AdaptConfig) -> Path:
         else:
             bar.write(json.dumps(record))  # above the bar, which stays whole
         run_loss = run_correct = run_total = 0.0
-        save_file(trainable_state(model), str(out / "trainable.safetensors"))
+        save_run(out, step, minutes, model, optimizer, schedule, order_rng, order, mask_generator)
 
     last = cfg.steps if cfg.stop_after is None else min(cfg.steps, cfg.stop_after)
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=last, unit="step", dynamic_ncols=True) if cfg.progress else None
-    evaluate(0)
-    for step in range(1, last + 1):
+    bar = tqdm(total=last, initial=first - 1, unit="step", dynamic_ncols=True) if cfg.progress else None
+    if saved is None:
+        evaluate(0)
+    for step in range(first, last + 1):
         if len(order) < cfg.batch_size:
             epoch = list(range(len(sequences)))
             order_rng.shuffle(epoch)
@@ -357,6 +370,79 @@ def training_device(name: str | None) -> torch.device:
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"--device {name}: bertedu.mlm_adapt trains on cpu or cuda[:N].")
     return device
+
+
+RESUME_FREE = ("resume", "stop_after", "progress")  # flags a resumed run may change
+
+
+def check_resume(cfg: AdaptConfig) -> Path:
+    """The run folder's resume state, after checking the run was started with the same flags."""
+    out = Path(cfg.out)
+    state = out / "resume.pt"
+    if not state.is_file():
+        raise SettingError(f"--resume: {out} holds no resume.pt to continue from (a run saves one at every "
+                           f"evaluation); start it without --resume")
+    started = json.loads((out / "adapt_config.json").read_text(encoding="utf-8"))
+    now = json.loads(json.dumps(dataclasses.asdict(cfg)))  # tuples as JSON lists, as saved
+    changed = [k for k in now if k not in RESUME_FREE and started.get(k) != now[k]]
+    if changed:
+        raise SettingError("--resume: the run in " + str(out) + " was started with other settings: " + ", ".join(
+            f"--{k.replace('_', '-')} {started.get(k)} (now {now[k]})" for k in changed))
+    return state
+
+
+def save_run(out: Path, step: int, minutes: float, model, optimizer, schedule, order_rng: random.Random,
+             order: list[int], mask_generator: torch.Generator) -> None:
+    """The run's trainable weights (trainable.safetensors, what export reads) and everything a
+    resumed run needs to go on bit for bit (resume.pt), each written whole or not at all."""
+    from safetensors.torch import save_file
+
+    version, rng, gauss = order_rng.getstate()
+    state = {"step": step, "minutes": minutes, "optimizer": optimizer.state_dict(),
+             "schedule": schedule.state_dict(), "order": torch.tensor(order, dtype=torch.int64),
+             "order_rng": {"version": version, "state": torch.tensor(rng, dtype=torch.int64), "gauss": gauss},
+             "masks": mask_generator.get_state(), "torch": torch.get_rng_state(),
+             "cuda": [torch.cuda.get_rng_state()] if torch.cuda.is_initialized() else []}
+    for name, write in (("trainable.safetensors", lambda path: save_file(
+            trainable_state(model), path, metadata={"step": str(step)})),
+                        ("resume.pt", lambda path: torch.save(state, path))):
+        partial = out / (name + ".partial")
+        write(str(partial))
+        os.replace(partial, out / name)
+
+
+def restore_run(state_path: Path, out: Path, model, optimizer, schedule, order_rng: random.Random,
+                mask_generator: torch.Generator) -> tuple[int, float, list[int]]:
+    """Load what `save_run` wrote; drop metrics records after its step. Returns (first step to
+    run, minutes already spent, the data order still to read)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    state = torch.load(state_path, weights_only=True)
+    weights = out / "trainable.safetensors"
+    weights_step = None
+    if weights.is_file():
+        with safe_open(str(weights), "pt") as f:
+            weights_step = int((f.metadata() or {}).get("step", -1))
+    if weights_step != state["step"]:
+        found = "missing" if weights_step is None else f"from step {weights_step}"
+        raise SettingError(f"--resume: {weights} is {found} but resume.pt is from step {state['step']}; "
+                           "the run stopped while saving and cannot be continued")
+    device = next(model.parameters()).device
+    model.load_state_dict({k: v.to(device) for k, v in load_file(str(weights)).items()}, strict=False)
+    optimizer.load_state_dict(state["optimizer"])
+    schedule.load_state_dict(state["schedule"])
+    rng = state["order_rng"]
+    order_rng.setstate((rng["version"], tuple(int(x) for x in rng["state"].tolist()), rng["gauss"]))
+    mask_generator.set_state(state["masks"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"][0])
+    metrics = out / "metrics.jsonl"
+    kept = [line for line in metrics.read_text(encoding="utf-8").splitlines()
+            if line and json.loads(line)["step"] <= state["step"]]
+    metrics.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    return state["step"] + 1, state["minutes"], state["order"].tolist()
 
 
 def load_initial_weights(model: BertForPreTraining, init: str | os.PathLike) -> None:
@@ -504,7 +590,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "train":
         values = {k: v for k, v in vars(args).items() if k != "command"}
         values["corpora"] = tuple(values["corpora"])
-        train(AdaptConfig(**values))
+        try:
+            train(AdaptConfig(**values))
+        except UserError as err:
+            print(f"python -m bertedu.mlm_adapt train: error: {err}", file=sys.stderr)
+            return 2
     elif args.command == "export":
         print(export(args.run, args.to, args.recipe))
     elif args.command == "plot":

@@ -223,3 +223,10 @@ def test_gpu_minilm_mlm_script_end_to_end_on_cpu(tmp_path):
     assert any(line.startswith("probes: ") for line in lines) and any(line.startswith("pairs: ") for line in lines)
     assert lines[-4].split() == ["step", "minutes", "held-out", "acc", "held-out", "loss"]  # the table comes last
     assert [int(line.split()[0]) for line in lines[-3:]] == [0, 1, 2]
+    weights = (out / "trainable.safetensors").read_bytes()
+    again = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_minilm_mlm.sh")], env=env, capture_output=True,
+                           text=True, timeout=300)  # a second lent session continues the run (here: already done)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert again.stdout.startswith("continuing the run in") and "training exited with status 0" in again.stdout
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2]
+    assert (out / "trainable.safetensors").read_bytes() == weights

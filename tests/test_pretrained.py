@@ -5,6 +5,7 @@ agreement of number and gender, and pairs whose best fill must change when one o
 word of the sentence changes. Each expects one token among the top 5.
 """
 
+import json
 import shutil
 import time
 
@@ -193,6 +194,54 @@ def test_same_seed_same_weights(tmp_path):
     for key in first:  # the default device is the CPU here, so --device cpu changes nothing
         assert torch.equal(first[key], second[key]), key
     assert not torch.equal(first["mlm.dense.weight"], other["mlm.dense.weight"])
+
+
+def test_resume_continues_bit_for_bit(tmp_path, capsys):
+    """A run stopped after step 3 of 6 (--stop-after, or a crash after its last evaluation) and
+    continued with --resume ends with the uninterrupted run's weights, bit for bit; a resume
+    with other flags, or into a folder without one, is a one-line error; a new run will not
+    overwrite an old one."""
+    from safetensors.torch import load_file
+
+    from bertedu.mlm_adapt import main
+
+    text = tmp_path / "corpus.txt"
+    text.write_text("\n\n".join(
+        "\n".join(f"line {j} of text {i} : the {['river', 'hill', 'town'][j % 3]} lies {j} miles west ."
+                  for j in range(8)) for i in range(5)) + "\n", encoding="utf-8")
+    flags = ["--corpora", str(text), "--steps", "6", "--batch-size", "4", "--max-seq-length", "32",
+             "--eval-every", "2", "--eval-sequences", "2", "--seed", "3", "--no-progress",
+             "--threads", str(torch.get_num_threads())]
+
+    def train(name, *more):
+        return main(["train", "--out", str(tmp_path / name), *flags, *more])
+
+    assert train("whole") == 0
+    assert train("parts", "--stop-after", "3") == 0  # evaluates (and saves) at steps 2 and 3
+    (tmp_path / "parts" / "trainable.safetensors").unlink()  # weights lost: the step-3 state cannot be used
+    assert train("parts", "--resume") == 2
+    assert "stopped while saving" in capsys.readouterr().err
+    assert train("parts2", "--stop-after", "3") == 0
+    capsys.readouterr()
+    assert train("parts2", "--resume", "--lr", "2e-4") == 2
+    assert "--lr 0.0001 (now 0.0002)" in capsys.readouterr().err
+    assert train("parts2") == 2
+    assert "already holds a run: pass --resume" in capsys.readouterr().err
+    assert train("empty", "--resume") == 2
+    assert "holds no resume.pt" in capsys.readouterr().err
+    assert train("parts2", "--resume") == 0
+    whole = load_file(str(tmp_path / "whole" / "trainable.safetensors"))
+    resumed = load_file(str(tmp_path / "parts2" / "trainable.safetensors"))
+    assert whole.keys() == resumed.keys()
+    for key in whole:
+        assert torch.equal(whole[key], resumed[key]), key
+
+    def records(name):
+        return [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+
+    held = {r["step"]: r["heldout_loss"] for r in records("whole")}
+    assert [r["step"] for r in records("parts2")] == [0, 2, 3, 4, 6]  # 3: where the first part stopped
+    assert all(r["heldout_loss"] == held[r["step"]] for r in records("parts2") if r["step"] != 3)
 
 
 def test_training_device(monkeypatch):
