@@ -44,8 +44,8 @@ import torch
 
 from .constants import IGNORE_INDEX
 from .data.masking import mask_tokens, wordpiece_word_ids
-from .heads import BertForPreTraining
 from .errors import SettingError, UserError
+from .heads import BertForPreTraining
 from .utils import autocast, setting
 
 HELD_OUT_FRACTION = 0.05  # the same held-out wiki-en documents as `bertedu pretrain`
@@ -381,7 +381,7 @@ def check_resume(cfg: AdaptConfig) -> Path:
     state = out / "resume.pt"
     if not state.is_file():
         raise SettingError(f"--resume: {out} holds no resume.pt to continue from (a run saves one at every "
-                           f"evaluation); start it without --resume")
+                           "evaluation); start it without --resume")
     started = json.loads((out / "adapt_config.json").read_text(encoding="utf-8"))
     now = json.loads(json.dumps(dataclasses.asdict(cfg)))  # tuples as JSON lists, as saved
     changed = [k for k in now if k not in RESUME_FREE and started.get(k) != now[k]]

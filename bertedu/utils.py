@@ -88,7 +88,7 @@ def resolve_device(name: str | None = None, local_rank: int = 0) -> torch.device
             device = torch.device("cuda", local_rank)
         if device.index >= torch.cuda.device_count():
             raise SettingError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA GPU(s), "
-                               f"numbered from 0.")
+                               "numbered from 0.")
     return device
 
 
