@@ -368,7 +368,7 @@ def training_device(name: str | None) -> torch.device:
 
     device = resolve_device(name)
     if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"--device {name}: bertedu.mlm_adapt trains on cpu or cuda[:N].")
+        raise SettingError(f"--device {name}: bertedu.mlm_adapt trains on cpu or cuda[:N].")
     return device
 
 
