@@ -199,13 +199,14 @@ def _write_folder_atomically(final: Path, write) -> None:
 
 
 @contextlib.contextmanager
-def open_atomic(path: str | os.PathLike, encoding: str = "utf-8") -> Iterator[IO[str]]:
-    """Write a text file atomically: the body writes to a hidden temporary sibling, which
-    replaces `path` only once complete, so a reader (or a crash) never sees half a file."""
+def open_atomic(path: str | os.PathLike, encoding: str = "utf-8", binary: bool = False) -> Iterator[IO]:
+    """Write a file atomically: the body writes to a hidden temporary sibling, which replaces
+    `path` only once complete, so a reader (or a crash) never sees half a file. A text file
+    unless `binary`."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "w", encoding=encoding) as f:
+        with (open(tmp, "wb") if binary else open(tmp, "w", encoding=encoding)) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -241,10 +241,12 @@ def masked_accuracy(model: BertForPreTraining, tokenizer, documents=None, seed: 
 def training_sequences(cfg: AdaptConfig, tokenizer) -> list[list[int]]:
     """Every training sequence: wiki-en without its held-out documents, plus the other corpora."""
     from .data.corpora import load_corpus
+    from .errors import as_user_error
 
     sequences = []
     for spec in cfg.corpora:
-        documents = list(load_corpus(spec))
+        with as_user_error(f"--corpora {spec}", ValueError):  # an unknown name or a path that is not there
+            documents = list(load_corpus(spec))
         if spec == "wiki-en":
             documents = held_out_split(documents)[0]
         sequences.extend(document_sequences(documents, tokenizer, cfg.max_seq_length))
@@ -395,7 +397,9 @@ def save_run(out: Path, step: int, minutes: float, model, optimizer, schedule, o
              order: list[int], mask_generator: torch.Generator) -> None:
     """The run's trainable weights (trainable.safetensors, what export reads) and everything a
     resumed run needs to go on bit for bit (resume.pt), each written whole or not at all."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
+
+    from .checkpoint import open_atomic
 
     version, rng, gauss = order_rng.getstate()
     state = {"step": step, "minutes": minutes, "optimizer": optimizer.state_dict(),
@@ -403,12 +407,10 @@ def save_run(out: Path, step: int, minutes: float, model, optimizer, schedule, o
              "order_rng": {"version": version, "state": torch.tensor(rng, dtype=torch.int64), "gauss": gauss},
              "masks": mask_generator.get_state(), "torch": torch.get_rng_state(),
              "cuda": [torch.cuda.get_rng_state()] if torch.cuda.is_initialized() else []}
-    for name, write in (("trainable.safetensors", lambda path: save_file(
-            trainable_state(model), path, metadata={"step": str(step)})),
-                        ("resume.pt", lambda path: torch.save(state, path))):
-        partial = out / (name + ".partial")
-        write(str(partial))
-        os.replace(partial, out / name)
+    with open_atomic(out / "trainable.safetensors", binary=True) as f:
+        f.write(save(trainable_state(model), metadata={"step": str(step)}))
+    with open_atomic(out / "resume.pt", binary=True) as f:
+        torch.save(state, f)
 
 
 def restore_run(state_path: Path, out: Path, model, optimizer, schedule, order_rng: random.Random,

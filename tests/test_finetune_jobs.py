@@ -55,6 +55,14 @@ def test_open_atomic_leaves_the_old_file_when_writing_fails(tmp_path):
     with open_atomic(path) as f:
         f.write("new\n")
     assert path.read_text() == "new\n" and [p.name for p in tmp_path.iterdir()] == ["results.json"]
+    with pytest.raises(RuntimeError):
+        with open_atomic(path, binary=True) as f:
+            f.write(b"\x00half")
+            raise RuntimeError("disk full")
+    assert path.read_text() == "new\n" and [p.name for p in tmp_path.iterdir()] == ["results.json"]
+    with open_atomic(path, binary=True) as f:
+        f.write(b"\x00\x01")
+    assert path.read_bytes() == b"\x00\x01"
 
 
 def test_a_finished_folder_is_refused_unless_overwrite(task_and_vocab, tmp_path, capsys):

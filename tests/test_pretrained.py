@@ -244,6 +244,17 @@ def test_resume_continues_bit_for_bit(tmp_path, capsys):
     assert all(r["heldout_loss"] == held[r["step"]] for r in records("parts2") if r["step"] != 3)
 
 
+def test_an_unknown_corpus_is_one_line(tmp_path, capsys):
+    """A corpus name mlm_adapt does not know, or a path that is not there, ends in one line."""
+    from bertedu.mlm_adapt import main
+
+    for spec in ("no-such-corpus", str(tmp_path / "missing.txt")):
+        assert main(["train", "--out", str(tmp_path / "run"), "--corpora", spec, "--steps", "1",
+                     "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert f"--corpora {spec}: " in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_training_device(monkeypatch):
     """`--device`: the GPU when there is one, the CPU otherwise; CUDA without a GPU says so."""
     from bertedu.mlm_adapt import training_device
