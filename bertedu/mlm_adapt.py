@@ -265,13 +265,13 @@ def train(cfg: AdaptConfig) -> Path:
     torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     saved = check_resume(cfg) if cfg.resume else None
+    if saved is None and (out / "metrics.jsonl").exists():
+        raise SettingError(f"--out {out} already holds a run: pass --resume to continue it, or another --out")
+    tokenizer = load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
+    sequences = training_sequences(cfg, tokenizer)  # a bad --corpora stops here, before --out is written
     if saved is None:
-        if (out / "metrics.jsonl").exists():
-            raise SettingError(f"--out {out} already holds a run: pass --resume to continue it, or another --out")
         out.mkdir(parents=True, exist_ok=True)
         (out / "adapt_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
-    tokenizer = load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
-    sequences = training_sequences(cfg, tokenizer)
     held_out = wiki_en_held_out()
     n_tokens = sum(len(s) for s in sequences)
     print(f"{len(sequences)} training sequences, {n_tokens} tokens; "

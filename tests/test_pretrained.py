@@ -245,7 +245,8 @@ def test_resume_continues_bit_for_bit(tmp_path, capsys):
 
 
 def test_an_unknown_corpus_is_one_line(tmp_path, capsys):
-    """A corpus name mlm_adapt does not know, or a path that is not there, ends in one line."""
+    """A corpus name mlm_adapt does not know, or a path that is not there, ends in one line, and
+    leaves no half-started run folder behind."""
     from bertedu.mlm_adapt import main
 
     for spec in ("no-such-corpus", str(tmp_path / "missing.txt")):
@@ -253,6 +254,7 @@ def test_an_unknown_corpus_is_one_line(tmp_path, capsys):
                      "--no-progress"]) == 2
         err = capsys.readouterr().err
         assert f"--corpora {spec}: " in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "run").exists()
 
 
 def test_training_device(monkeypatch):
