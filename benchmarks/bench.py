@@ -14,7 +14,7 @@ Variants of bertedu (transformers is always measured, as the baseline):
 
     readable     attention kernel "reference" (the formula written out), no fast path
     sdpa         attention kernel "sdpa" (torch.nn.functional.scaled_dot_product_attention)
-    fast         sdpa + bertedu.fast.set_fast_path(model, unpad=True, sparse_mlm=True)
+    fast         sdpa + bertedu.model.fast.set_fast_path(model, unpad=True, sparse_mlm=True)
     fast-padded  the same, with set_fast_path(model, ..., attention="padded")
 
 Precision is the same for every row of a run (--precision; bf16 autocast on CUDA by
@@ -87,16 +87,16 @@ except ImportError:  # run from a checkout without `pip install -e .`
     import bertedu  # noqa: F401
 
 from bertedu import BertConfig, BertForPreTraining
-from bertedu.constants import IGNORE_INDEX
-from bertedu.fast import set_fast_path
+from bertedu.model.constants import IGNORE_INDEX
+from bertedu.model.fast import set_fast_path
 from bertedu.interop import to_hf
-from bertedu.train import param_groups as bertedu_param_groups
+from bertedu.training.loop import param_groups as bertedu_param_groups
 from bertedu.utils import cpu_has_bf16
 
 BASELINE = "transformers"
 VARIANTS = ("readable", "sdpa", "fast", "fast-padded")
 MLM_PROBABILITY = 0.15
-# AdamW as bertedu.train.TrainConfig (BERT's recipe); identical for both models.
+# AdamW as bertedu.training.loop.TrainConfig (BERT's recipe); identical for both models.
 ADAMW = dict(lr=1e-4, betas=(0.9, 0.999), eps=1e-6)
 WEIGHT_DECAY = 0.01
 
@@ -204,7 +204,7 @@ def fused_adamw_supported(device: torch.device) -> bool:
 
 
 def param_groups(model: torch.nn.Module) -> list[dict]:
-    """bertedu.train.param_groups (no decay on biases and LayerNorm), for either model."""
+    """bertedu.training.loop.param_groups (no decay on biases and LayerNorm), for either model."""
     return [{k: v for k, v in g.items() if k != "names"} for g in bertedu_param_groups(model, WEIGHT_DECAY)]
 
 

@@ -24,13 +24,13 @@ def main() -> None:
     parser.add_argument("--sequences", type=int, default=64)
     args = parser.parse_args()
 
-    from bertedu.distill import student_from_teacher
-    from bertedu.distillation import uniform_layer_map
+    from bertedu.training.distill import student_from_teacher
+    from bertedu.family.distillation import uniform_layer_map
     from bertedu.interop import load_minilm
-    from bertedu.mlm_adapt import document_sequences, make_batch, wiki_en_held_out
-    from bertedu.pretrain import load_pretrained
+    from bertedu.training.mlm_adapt import document_sequences, make_batch, wiki_en_held_out
+    from bertedu.training.pretrain import load_pretrained
     from bertedu.pretrained import minilm_vocab_path
-    from bertedu.tokenizer import load_vocab_tokenizer
+    from bertedu.data.tokenizer import load_vocab_tokenizer
 
     teacher = load_minilm().eval()
     tokenizer = load_vocab_tokenizer(minilm_vocab_path(), impl="fast")

@@ -3,7 +3,7 @@
     python benchmarks/distill_speed.py --threads 1 2 --json distill_speed.json
 
 Teacher: the real all-MiniLM-L6-v2 (`bertedu.interop.load_minilm`); student: the teacher's
-layers 0, 2 and 4 (`bertedu.distill.student_from_teacher`; the time does not depend on the
+layers 0, 2 and 4 (`bertedu.training.distill.student_from_teacher`; the time does not depend on the
 weights, so no distillation run is needed). Each model encodes the same batches of real
 text: held-out wiki-en sequences of 128 MiniLM word pieces, as batches of 32 (throughput)
 and of 1 (latency), in eval mode under `torch.no_grad()`, fp32, the library's default
@@ -23,7 +23,7 @@ import torch
 
 
 def batches(tokenizer, length: int, sizes: list[int]) -> dict[int, dict]:
-    from bertedu.mlm_adapt import document_sequences, wiki_en_held_out
+    from bertedu.training.mlm_adapt import document_sequences, wiki_en_held_out
 
     sequences = [s for s in document_sequences(wiki_en_held_out(), tokenizer, length) if len(s) == length]
     out = {}
@@ -36,7 +36,7 @@ def batches(tokenizer, length: int, sizes: list[int]) -> dict[int, dict]:
 def models(layers: list[int]) -> dict[str, torch.nn.Module]:
     from transformers import BertModel as HFBertModel
 
-    from bertedu.distill import student_from_teacher
+    from bertedu.training.distill import student_from_teacher
     from bertedu.interop import load_minilm, to_hf
 
     teacher = load_minilm().eval()
@@ -70,7 +70,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bertedu.pretrained import minilm_vocab_path
-    from bertedu.tokenizer import load_vocab_tokenizer
+    from bertedu.data.tokenizer import load_vocab_tokenizer
 
     named = models([int(i) for i in args.layers.split(",")])
     data = batches(load_vocab_tokenizer(minilm_vocab_path(), impl="fast"), args.length, args.batch_sizes)

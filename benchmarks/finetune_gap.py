@@ -45,7 +45,7 @@ def main() -> None:
         vocab, preset_of = masked_lm_vocab_path(args.init), masked_lm_dir(args.init)
     else:
         vocab, preset_of = Path(args.init) / "vocab.txt", Path(args.init)
-    from bertedu.config import PRESETS, BertConfig
+    from bertedu.model.config import PRESETS, BertConfig
 
     size = json.loads(next(preset_of.rglob("config.json")).read_text())
     shape = lambda c: (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["intermediate_size"])

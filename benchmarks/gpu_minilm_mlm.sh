@@ -31,7 +31,7 @@ mkdir -p "$(dirname "$OUT")"
 RESUME=()
 [ -f "$OUT/resume.pt" ] && RESUME=(--resume) && echo "continuing the run in $OUT"
 start=$SECONDS
-limit "${MLM_LIMIT_S:-480}" "$PY" -m bertedu.mlm_adapt train --device "${MLM_DEVICE:-cuda}" --out "$OUT" \
+limit "${MLM_LIMIT_S:-480}" "$PY" -m bertedu.training.mlm_adapt train --device "${MLM_DEVICE:-cuda}" --out "$OUT" \
     --corpora "${CORPORA[@]}" --steps "$STEPS" --lr 5e-4 --head-lr 3e-3 --precision bf16 \
     --eval-every "$EVERY" --eval-sequences "${MLM_EVAL_SEQUENCES:-256}" --seed 0 --threads 2 --no-progress \
     ${RESUME[@]+"${RESUME[@]}"} >> "$OUT.log" 2>&1

@@ -1,4 +1,4 @@
-"""Measure a `python -m bertedu.mlm_adapt train` run folder the way the shipped minilm-mlm
+"""Measure a `python -m bertedu.training.mlm_adapt train` run folder the way the shipped minilm-mlm
 is measured: weights through fp16 and back (as shipped), all 298 held-out sequences, and
 the 26 probes and 8 one-word-changed pairs of tests/test_pretrained.py.
 
@@ -16,9 +16,9 @@ from safetensors.torch import load_file
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_pretrained import PAIRS, PROBES, mask_probability, top5  # noqa: E402
 
-from bertedu.mlm_adapt import masked_accuracy, minilm_with_head  # noqa: E402
+from bertedu.training.mlm_adapt import masked_accuracy, minilm_with_head  # noqa: E402
 from bertedu.pretrained import minilm_vocab_path  # noqa: E402
-from bertedu.tokenizer import load_vocab_tokenizer  # noqa: E402
+from bertedu.data.tokenizer import load_vocab_tokenizer  # noqa: E402
 
 
 def main(run: str) -> None:

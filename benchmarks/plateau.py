@@ -2,7 +2,7 @@
 
 For each run folder: its held-out MLM accuracy and its training and held-out MLM loss
 against the step, and, as dotted lines in its colour, the held-out accuracy of the
-count-based predictors (`bertedu.pretrain.count_baselines`: the most frequent token, the
+count-based predictors (`bertedu.course.ngram.count_baselines`: the most frequent token, the
 left neighbour, both neighbours) on exactly the run's held-out examples and masks.
 Writes figures/pretrain_plateau.png and prints a markdown table (one row per run).
 
@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def read_run(folder: Path) -> dict:
-    from bertedu.pretrain import PretrainConfig, count_baselines
+    from bertedu.training.pretrain import PretrainConfig
+    from bertedu.course.ngram import count_baselines
 
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
     settings = json.loads((folder / "run.json").read_text())
@@ -78,8 +79,8 @@ def held_out_accuracy(folder: Path, model, tokenizer, **changes) -> float:
     """The run's held-out MLM accuracy on examples made with its run.json settings, `changes` applied
     (same documents and seed; the run's precision)."""
     from bertedu.data import collate_pretraining
-    from bertedu.pretrain import heldout_dataset
-    from bertedu.train import evaluate
+    from bertedu.training.pretrain import heldout_dataset
+    from bertedu.training.loop import evaluate
 
     cfg = changed_config(folder, **changes)
     return evaluate(model, heldout_dataset(cfg, tokenizer),
@@ -88,7 +89,7 @@ def held_out_accuracy(folder: Path, model, tokenizer, **changes) -> float:
 
 
 def changed_config(folder: Path, **changes):
-    from bertedu.pretrain import PretrainConfig
+    from bertedu.training.pretrain import PretrainConfig
 
     settings = json.loads((folder / "run.json").read_text())
     return PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None, **changes})
@@ -98,7 +99,7 @@ def cross(folders: list[str], kind: str) -> None:
     """Each run's last checkpoint on its held-out documents made into examples both ways of
     `CROSSES[kind]` (masks per token and per whole word, or sentence pairs and packed blocks;
     same documents and seed; the run's precision), as a markdown table."""
-    from bertedu.pretrain import load_pretrained
+    from bertedu.training.pretrain import load_pretrained
 
     field, values, columns = CROSSES[kind]
     print(f"| run | held-out MLM acc., {columns[0]} | held-out MLM acc., {columns[1]} |\n|---|--:|--:|")
@@ -111,7 +112,7 @@ def cross(folders: list[str], kind: str) -> None:
 def held_out_as(folders: list[str], overrides: list[str]) -> None:
     """Each run's last checkpoint on held-out examples made with some of its settings changed
     (`whole_word=false packing=pairs`: the task of a run that had those settings), a markdown table."""
-    from bertedu.pretrain import load_pretrained
+    from bertedu.training.pretrain import load_pretrained
 
     changes = {}
     for item in overrides:
@@ -150,7 +151,7 @@ def word_table(folders: list[str]) -> None:
     import torch
 
     from bertedu.data import collate_pretraining
-    from bertedu.pretrain import heldout_dataset, load_pretrained
+    from bertedu.training.pretrain import heldout_dataset, load_pretrained
     from bertedu.utils import autocast, eval_mode
 
     print("| run | vocabulary | pieces per word | held-out MLM acc. per piece, token masks | "
@@ -211,7 +212,7 @@ def main() -> None:
         if getattr(args, f"cross_{kind}"):
             cross(args.runs, kind)
             return
-    from bertedu.viz import figures_dir
+    from bertedu.course.viz import figures_dir
 
     runs = [read_run(Path(folder)) for folder in args.runs]
     print("| run | steps | tokens | minutes | held-out MLM acc. (step) | counts: unigram / left / both neighbours |")

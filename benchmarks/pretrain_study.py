@@ -126,7 +126,7 @@ def plot(args, rows: list[dict]) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from bertedu.viz import figures_dir
+    from bertedu.course.viz import figures_dir
 
     fig = Figure(figsize=(11, 4))
     FigureCanvasAgg(fig)

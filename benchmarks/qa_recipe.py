@@ -21,7 +21,7 @@ NOTEBOOK_11_CPU = dict(task="qa-cloze-en", max_eval=64, max_seq_length=128, doc_
 
 
 def run(max_train: int, batch_size: int, lr: float, init: str) -> dict:
-    from bertedu.finetune import FinetuneConfig, finetune
+    from bertedu.training.finetune import FinetuneConfig, finetune
     from bertedu.utils import seed_everything
 
     seed_everything(0)

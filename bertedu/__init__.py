@@ -3,17 +3,17 @@
     from bertedu import BertConfig, BertModel, BertForPreTraining
 """
 
-from .config import BertConfig
-from .encoder import BertModel
-from .heads import BertForPreTraining
-from .outputs import (
+from .model.config import BertConfig
+from .model.encoder import BertModel
+from .model.heads import BertForPreTraining
+from .model.outputs import (
     BertModelOutput,
     BertPreTrainingOutput,
     QuestionAnsweringOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from .tasks import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from .model.tasks import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 
 __all__ = [
     "BertConfig",

@@ -27,7 +27,7 @@ import textwrap
 import typing
 from typing import Optional, Sequence
 
-from .config import PRESETS
+from .model.config import PRESETS
 from .pretrained import MASKED_LMS
 from .errors import UserError, one_line
 
@@ -46,12 +46,12 @@ def _add_dataclass_flags(parser: argparse.ArgumentParser, cls) -> None:
     The command's own fields come first; the training loop's (`TrainConfig`'s) follow in
     their own group. argparse prints each default from the field, so help and code agree.
     """
-    from .train import TrainConfig
+    from .training.loop import TrainConfig
 
     hints = typing.get_type_hints(cls)
     loop_fields = {f.name for f in dataclasses.fields(TrainConfig)}
     own = parser.add_argument_group(f"{parser.prog.split()[-1]} settings")
-    loop = parser.add_argument_group("training loop (bertedu.train.TrainConfig)")
+    loop = parser.add_argument_group("training loop (bertedu.training.loop.TrainConfig)")
     fields = dataclasses.fields(cls)
     for field in sorted(fields, key=lambda f: f.name in loop_fields):  # stable: own fields first
         group = loop if field.name in loop_fields else own
@@ -83,7 +83,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .pretrain import PretrainConfig
+    from .training.pretrain import PretrainConfig
 
     parser = argparse.ArgumentParser(prog="bertedu", description="Learn BERT by building it: pretrain and probe BERTs.",
                                      formatter_class=_HelpFormatter)
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
 
     from .data.task_data import TASKS
-    from .finetune import FinetuneConfig
+    from .training.finetune import FinetuneConfig
 
     ft = sub.add_parser(
         "finetune", formatter_class=_HelpFormatter, help="fine-tune a BERT on a downstream task: " + ", ".join(TASKS) + ", or a PATH",
@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--resume", action="store_true", help="continue the interrupted run in --out from its latest "
                                                            "checkpoint (the dev evaluations so far are kept)")
 
-    from .distill import DistillConfig
+    from .training.distill import DistillConfig
 
     d = sub.add_parser(
         "distill", formatter_class=_HelpFormatter, help="distil a BERT into a smaller student (DistilBERT, TinyBERT)",
@@ -158,7 +158,7 @@ def _resume_command(command: str, argv: Sequence[str]) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from .jobs import TrainingInterrupted
+    from .training.jobs import TrainingInterrupted
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -189,16 +189,16 @@ def _print_summary(result) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.command in ("pretrain", "distill"):
         if args.command == "pretrain":
-            from .pretrain import PretrainConfig as Config, pretrain as run
+            from .training.pretrain import PretrainConfig as Config, pretrain as run
         else:
-            from .distill import DistillConfig as Config, distill as run
+            from .training.distill import DistillConfig as Config, distill as run
         cfg = _config_from_args(Config, args)
         if cfg is None:
             return 2
         _print_summary(run(cfg, resume=args.resume))
         return 0
     if args.command == "finetune":
-        from .finetune import FinetuneConfig, finetune, results_table
+        from .training.finetune import FinetuneConfig, finetune, results_table
 
         cfg = _config_from_args(FinetuneConfig, args)
         if cfg is None:
@@ -209,7 +209,7 @@ def _run(args: argparse.Namespace) -> int:
         print(results_table(results))
         return 0
     if args.command == "fill-mask":
-        from .pretrain import fill_mask, load_pretrained
+        from .training.pretrain import fill_mask, load_pretrained
         from .pretrained import load_masked_lm
 
         model, tokenizer = load_masked_lm(args.run) if args.run in MASKED_LMS else load_pretrained(args.run)
@@ -217,7 +217,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.untrained:
             import torch
 
-            from .heads import BertForPreTraining
+            from .model.heads import BertForPreTraining
 
             torch.manual_seed(0)
             models.append(("untrained", BertForPreTraining(model.config).eval()))

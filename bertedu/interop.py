@@ -20,12 +20,12 @@ from typing import Callable, Optional, Union
 import torch
 from torch import nn
 
-from .albert import AlbertConfig, AlbertForPreTraining, AlbertModel
-from .config import BertConfig
-from .distilbert import DistilBertConfig, DistilBertForMaskedLM, DistilBertModel
-from .encoder import BertModel
-from .heads import BertForPreTraining
-from .roberta import RobertaConfig, RobertaForMaskedLM, RobertaModel
+from .family.albert import AlbertConfig, AlbertForPreTraining, AlbertModel
+from .model.config import BertConfig
+from .family.distilbert import DistilBertConfig, DistilBertForMaskedLM, DistilBertModel
+from .model.encoder import BertModel
+from .model.heads import BertForPreTraining
+from .family.roberta import RobertaConfig, RobertaForMaskedLM, RobertaModel
 
 # transformers name (after "bert.")            -> bertedu name (after "bert.")
 _LAYER_RULES = [

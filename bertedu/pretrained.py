@@ -56,7 +56,7 @@ WEIGHTS_DIR = Path(__file__).parent / "weights"
 # BertConfig), manifest.json (the sha256 of every file read, where the vocabulary and any
 # frozen tensors come from) and model.safetensors (possibly fp16; loaded as fp32).
 MASKED_LMS = {
-    "minilm-mlm": "minilm-mlm",  # all-MiniLM-L6-v2 + MLM head, continued (bertedu.mlm_adapt)
+    "minilm-mlm": "minilm-mlm",  # all-MiniLM-L6-v2 + MLM head, continued (bertedu.training.mlm_adapt)
     "course-zh": "course-zh",  # tiny, pretrained from random weights on People's Daily (COMMAND.md)
     "course-zh-wwm": "course-zh-wwm",  # the same recipe with whole-word masks (notebook 19)
     "course-en": "course-en",  # mini, pretrained from random weights on the embedded English Wikipedia
@@ -118,9 +118,9 @@ def load_masked_lm_folder(folder: str | Path, impl: str = "fast"):
     from safetensors import safe_open
     from safetensors.torch import load_file
 
-    from .config import BertConfig
-    from .heads import BertForPreTraining
-    from .tokenizer import load_vocab_tokenizer
+    from .model.config import BertConfig
+    from .model.heads import BertForPreTraining
+    from .data.tokenizer import load_vocab_tokenizer
 
     folder = Path(folder)
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
@@ -152,75 +152,8 @@ def load_masked_lm(name: str, impl: str = "fast"):
     """A shipped masked LM by name: `(model, tokenizer)`, offline, sha256-checked.
 
     model: a `BertForPreTraining` in eval mode (fp32 on CPU); its output has `mlm_logits`.
-    tokenizer: as `bertedu.tokenizer.load_vocab_tokenizer` gives. Names: `MASKED_LMS`.
+    tokenizer: as `bertedu.data.tokenizer.load_vocab_tokenizer` gives. Names: `MASKED_LMS`.
 
         model, tok = load_masked_lm("minilm-mlm")
     """
     return load_masked_lm_folder(masked_lm_dir(name), impl=impl)
-
-
-def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: str | None = None,
-                        half: bool = False) -> Path:
-    """A `bertedu pretrain` run's last checkpoint as a shipped masked LM folder: its
-    model.safetensors (fp32, as trained; fp16 with `half`, half the bytes, loaded back as
-    fp32), config.json, the run's vocab.txt and run.json (its
-    settings, so its held-out set can be rebuilt), manifest.json (sha256 of the weights and
-    vocabulary) and COMMAND.md (the `command` that made the run, and this export).
-    Add the folder's name to `MASKED_LMS` to load it by name."""
-    import shutil
-
-    from .checkpoint import latest_checkpoint
-    from .constants import MERGES_NAME, VOCAB_NAME
-    from .data.corpora import file_sha256
-
-    run, to = Path(run), Path(to)
-    checkpoint = latest_checkpoint(run)
-    if checkpoint is None:
-        raise FileNotFoundError(f"{run} holds no checkpoint-<step> folder to export")
-    to.mkdir(parents=True, exist_ok=True)
-    files = [(checkpoint / "model.safetensors", "model.safetensors"), (checkpoint / "config.json", "config.json"),
-             (run / VOCAB_NAME, "vocab.txt"), (run / "run.json", "run.json")]
-    if (run / MERGES_NAME).is_file():  # a byte-level BPE vocabulary
-        files.append((run / MERGES_NAME, MERGES_NAME))
-    for source, target in files:
-        shutil.copyfile(source, to / target)
-        (to / target).chmod(0o644)  # readable by whoever installs the package
-    if half:
-        from safetensors.torch import load_file, save_file
-
-        state = load_file(str(to / "model.safetensors"))
-        save_file({k: v.half() if v.is_floating_point() else v for k, v in state.items()}, str(to / "model.safetensors"))
-        (to / "model.safetensors").chmod(0o644)
-    checked = ["model.safetensors", "vocab.txt"] + ([MERGES_NAME] if (to / MERGES_NAME).is_file() else [])
-    manifest = {"kind": "BertForPreTraining", "files": {f: file_sha256(to / f) for f in checked},
-                "vocab": "vocab.txt", "lowercase": True, "from": f"{run.name}/{checkpoint.name}"}
-    (to / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    run_settings = json.loads((run / "run.json").read_text(encoding="utf-8"))
-    (to / "COMMAND.md").write_text(
-        f"# {name or to.name}: how these weights were made\n\n"
-        f"Pretrained from random weights by one `bertedu pretrain` command ({checkpoint.name} of the run):\n\n"
-        "```\n" + command + "\n```\n\nexported with\n\n```\n"
-        f"python -m bertedu.pretrained export {run} {to}{' --half' if half else ''} --command '<the command above>'\n```\n\n"
-        "The run's settings (run.json):\n\n```json\n" + json.dumps(run_settings, indent=2) + "\n```\n",
-        encoding="utf-8")
-    return to
-
-
-def main(argv=None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m bertedu.pretrained",
-                                     description="Export a bertedu pretrain run as a shipped masked LM folder.")
-    sub = parser.add_subparsers(dest="action", required=True)
-    export = sub.add_parser("export", help="a run's last checkpoint -> bertedu/weights/NAME")
-    export.add_argument("run")
-    export.add_argument("to")
-    export.add_argument("--command", required=True, help="the bertedu pretrain command that made the run")
-    export.add_argument("--half", action="store_true", help="store the weights in fp16 (half the bytes)")
-    args = parser.parse_args(argv)
-    print(export_pretrain_run(args.run, args.to, args.command, half=args.half))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bertedu.pretrained import minilm_vocab_path
-from bertedu.tokenizer import load_vocab_tokenizer
+from bertedu.data.tokenizer import load_vocab_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

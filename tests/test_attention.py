@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from bertedu import BertConfig
-from bertedu.attention import (
+from bertedu.model.attention import (
     ATTENTION_KERNELS,
     MultiHeadSelfAttention,
     causal_mask,

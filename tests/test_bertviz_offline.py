@@ -1,4 +1,4 @@
-"""bertedu.bertviz_offline: bertviz's views with no CDN; the drawing itself is checked in a
+"""bertedu.course.bertviz_offline: bertviz's views with no CDN; the drawing itself is checked in a
 real browser by test_browser.py."""
 
 import json
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 pytest.importorskip("bertviz")
-from bertedu import bertviz_offline  # noqa: E402
+from bertedu.course import bertviz_offline  # noqa: E402
 
 TOKENS = ["[CLS]", "the", "cat", "[SEP]", "it", "</script>", "[SEP]"]
 

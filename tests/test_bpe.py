@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from bertedu.cli import main
 from bertedu.data.vocab import build_bpe_vocab
-from bertedu.tokenizer import (
+from bertedu.data.tokenizer import (
     SPECIAL_TOKENS,
     ByteLevelBPETokenizer,
     WordPieceTokenizer,
@@ -92,8 +92,9 @@ def test_a_too_small_vocabulary_is_refused(tmp_path):
 
 
 def test_pretrain_finetune_and_export_with_a_bpe_vocabulary(tmp_path, capsys):
-    from bertedu.pretrain import load_pretrained
-    from bertedu.pretrained import export_pretrain_run, load_masked_lm_folder
+    from bertedu.training.pretrain import load_pretrained
+    from bertedu.pretrained import load_masked_lm_folder
+    from bertedu.training.export import export_pretrain_run
 
     run = tmp_path / "roberta"
     args = ["pretrain", "--preset", "tiny", "--steps", "2", "--batch-size", "4", "--corpus", "wiki-en",

@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib as mpl  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bertedu import viz  # noqa: E402
+from bertedu.course import viz  # noqa: E402
 
 
 def test_the_course_font_draws_chinese_labels_without_missing_glyphs():

@@ -6,9 +6,9 @@ import dataclasses
 import pytest
 
 from bertedu.cli import build_parser
-from bertedu.finetune import FinetuneConfig
-from bertedu.pretrain import PretrainConfig
-from bertedu.train import TrainConfig
+from bertedu.training.finetune import FinetuneConfig
+from bertedu.training.pretrain import PretrainConfig
+from bertedu.training.loop import TrainConfig
 
 
 def subparser(name: str) -> argparse.ArgumentParser:

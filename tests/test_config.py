@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from bertedu import BertConfig, BertForPreTraining, BertModel
-from bertedu.config import PRESETS
+from bertedu.model.config import PRESETS
 
 
 def count_on_meta(model_cls, config):

@@ -32,7 +32,7 @@ from bertedu.data.corpora import (
 )
 from bertedu.data.sentences import split_sentences_zh
 from bertedu.data.vocab import build_char_vocab, build_vocab, corpus_sentences
-from bertedu.tokenizer import SPECIAL_TOKENS, load_vocab_tokenizer
+from bertedu.data.tokenizer import SPECIAL_TOKENS, load_vocab_tokenizer
 
 # ----------------------------------------------------------------------------------------
 # The embedded corpora (real data: each is read once per test session)

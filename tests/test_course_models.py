@@ -7,9 +7,9 @@ import json
 import pytest
 
 from bertedu.data import collate_pretraining
-from bertedu.pretrain import PretrainConfig, fill_mask, heldout_dataset
+from bertedu.training.pretrain import PretrainConfig, fill_mask, heldout_dataset
 from bertedu.pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir
-from bertedu.train import evaluate
+from bertedu.training.loop import evaluate
 
 # name -> (held-out MLM accuracy its run recorded at its last step (bf16),
 #          probes: (text, a token expected among the best k, k))

@@ -4,12 +4,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertedu.checkpoint import latest_checkpoint
+from bertedu.training.checkpoint import latest_checkpoint
 from bertedu.cli import main
-from bertedu.config import BertConfig
-from bertedu.distill import DistillConfig, DistillingStudent, student_from_teacher
-from bertedu.heads import BertForPreTraining
-from bertedu.pretrain import fill_mask, load_pretrained
+from bertedu.model.config import BertConfig
+from bertedu.training.distill import DistillConfig, DistillingStudent, student_from_teacher
+from bertedu.model.heads import BertForPreTraining
+from bertedu.training.pretrain import fill_mask, load_pretrained
 
 SMALL = ["--corpus", "wiki-en", "--max-documents", "24", "--vocab-size", "1500", "--no-progress",
          "--max-seq-length", "64"]
@@ -157,7 +157,7 @@ def test_a_second_stage_starts_from_the_first_students_weights_on_a_tasks_text(t
 
 def test_task_documents_are_the_training_inputs_only():
     from bertedu.data.task_data import load_task
-    from bertedu.distill import task_documents
+    from bertedu.training.distill import task_documents
 
     task = load_task("ner-en")
     documents = task_documents("ner-en")
@@ -170,9 +170,9 @@ def test_task_documents_are_the_training_inputs_only():
 
 
 def test_a_task_model_learning_from_a_teacher_mixes_the_two_losses_by_their_weight():
-    from bertedu.distillation import detach_task_teacher, learn_from_teacher
-    from bertedu.distillation import soft_target_loss
-    from bertedu.tasks import BertForTokenClassification
+    from bertedu.family.distillation import detach_task_teacher, learn_from_teacher
+    from bertedu.family.distillation import soft_target_loss
+    from bertedu.model.tasks import BertForTokenClassification
 
     config = BertConfig(vocab_size=97, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=80, max_position_embeddings=40, hidden_dropout_prob=0.0,
@@ -200,8 +200,8 @@ def test_the_layer_weight_adds_tinybert_layer_loss_to_the_two_losses():
     """A 1-layer student learning from a 2-layer teacher of the same width: with layer weight b
     the training loss is the mixed loss + b * TinyBERT's layer loss (student layer 1 against
     teacher layer 2), and its gradient reaches the student's embeddings."""
-    from bertedu.distillation import learn_from_teacher, soft_target_loss, tinybert_layer_loss
-    from bertedu.tasks import BertForTokenClassification
+    from bertedu.family.distillation import learn_from_teacher, soft_target_loss, tinybert_layer_loss
+    from bertedu.model.tasks import BertForTokenClassification
 
     def config(layers, hidden=48):
         return BertConfig(vocab_size=97, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
@@ -239,7 +239,7 @@ def test_finetune_learns_from_a_finetuned_teacher_and_refuses_one_of_another_tas
     import json
     import shutil
 
-    from bertedu.finetune import load_finetuned
+    from bertedu.training.finetune import load_finetuned
 
     def finetune(out, *extra):
         return main(["finetune", "--task", "ner-en", "--init", str(teacher_run), "--max-train", "48", "--max-eval",

@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from bertedu import BertConfig, BertForPreTraining, BertModel
-from bertedu.distilbert import DistilBertForMaskedLM, DistilBertModel, student_from_teacher
-from bertedu.distillation import (
+from bertedu.family.distilbert import DistilBertForMaskedLM, DistilBertModel, student_from_teacher
+from bertedu.family.distillation import (
     DistillationWeights,
     distillation_loss,
     hidden_cosine_loss,
     soft_target_loss,
 )
-from bertedu.heads import masked_lm_loss
+from bertedu.model.heads import masked_lm_loss
 
 
 def logits(*shape, seed=0):
@@ -124,7 +124,7 @@ def test_a_student_keeping_all_layers_computes_the_teacher_on_one_segment():
 def test_student_from_teacher_rejects_what_it_cannot_take():
     with pytest.raises(ValueError, match="teacher layer indices"):
         student_from_teacher(teacher(2), layers=[0, 5])
-    from bertedu.albert import AlbertConfig, AlbertModel
+    from bertedu.family.albert import AlbertConfig, AlbertModel
 
     with pytest.raises(TypeError, match="ALBERT"):
         student_from_teacher(AlbertModel(AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16,
@@ -155,7 +155,7 @@ def test_the_distillation_loss_trains_a_student_toward_its_teacher():
 # ---- TinyBERT's layer-wise losses ----------------------------------------------------------
 
 def test_uniform_layer_map():
-    from bertedu.distillation import uniform_layer_map
+    from bertedu.family.distillation import uniform_layer_map
 
     assert uniform_layer_map(4, 12) == [0, 3, 6, 9, 12]
     assert uniform_layer_map(3, 6) == [0, 2, 4, 6]
@@ -164,7 +164,7 @@ def test_uniform_layer_map():
 
 
 def test_layerwise_loss_is_zero_for_the_teacher_itself_and_positive_for_a_student():
-    from bertedu.distillation import HiddenProjection, tinybert_layer_loss
+    from bertedu.family.distillation import HiddenProjection, tinybert_layer_loss
 
     t = teacher(4)
     ids = torch.randint(1, 90, (2, 8))

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 import torch
 
-from bertedu import exercises as ex
+from bertedu.course import exercises as ex
 
 matplotlib.use("Agg")
 

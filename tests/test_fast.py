@@ -1,4 +1,4 @@
-"""The fast path (bertedu.fast) computes the readable path's function: same loss, same gradients."""
+"""The fast path (bertedu.model.fast) computes the readable path's function: same loss, same gradients."""
 
 import copy
 
@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from bertedu import BertConfig, BertForPreTraining
-from bertedu import fast
-from bertedu.fast import set_fast_path
-from bertedu.train import evaluate
+from bertedu.model import fast
+from bertedu.model.fast import set_fast_path
+from bertedu.training.loop import evaluate
 
 TOL = dict(rtol=1e-5, atol=1e-5)  # fp32; the fast path only reorders sums
 
@@ -145,7 +145,7 @@ def test_the_fast_path_compiles_to_the_same_function():
 
 
 def test_fused_adamw_takes_the_same_steps_as_the_loop():
-    from bertedu.train import TrainConfig, make_optimizer
+    from bertedu.training.loop import TrainConfig, make_optimizer
 
     torch.manual_seed(0)
     model = BertForPreTraining(config())

@@ -1,4 +1,4 @@
-"""Fine-tuning end to end (bertedu.finetune) and the `bertedu finetune` command line.
+"""Fine-tuning end to end (bertedu.training.finetune) and the `bertedu finetune` command line.
 
 Runs are tiny (a few steps, subsampled data, the tiny preset where the encoder may be
 random) so the file stays within seconds on a 2-core CPU; what is checked is that each
@@ -14,10 +14,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertedu.checkpoint import latest_checkpoint
+from bertedu.training.checkpoint import latest_checkpoint
 from bertedu.cli import build_parser, main
 from bertedu.data.task_data import TASKS
-from bertedu.finetune import (
+from bertedu.training.finetune import (
     ClassificationIO,
     FinetuneConfig,
     finetune,
@@ -25,7 +25,7 @@ from bertedu.finetune import (
     predict,
     task_io,
 )
-from bertedu.pretrain import PretrainConfig, pretrain
+from bertedu.training.pretrain import PretrainConfig, pretrain
 from bertedu.pretrained import minilm_vocab_path
 
 POSITIVE = ["a wonderful , moving film", "great acting and a fine story", "i loved every minute of it",
@@ -55,7 +55,7 @@ def sst_dir(tmp_path_factory):
 def small_vocab(tmp_path_factory):
     """A vocabulary of the SST words above: a random model with it trains much faster
     than with MiniLM's 30,522 pieces (the embedding matrix dominates a tiny model)."""
-    from bertedu.tokenizer import SPECIAL_TOKENS
+    from bertedu.data.tokenizer import SPECIAL_TOKENS
 
     words = sorted({w for s in POSITIVE + NEGATIVE for w in s.split()})
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
@@ -87,10 +87,10 @@ def test_help_lists_every_task_and_explains_every_flag(capsys):
 
 
 def test_qa_answers_are_spans_of_the_original_context_across_windows():
-    from bertedu.config import BertConfig
+    from bertedu.model.config import BertConfig
     from bertedu.data.formats import QAExample, TaskData
-    from bertedu.tasks import BertForQuestionAnswering
-    from bertedu.tokenizer import load_vocab_tokenizer
+    from bertedu.model.tasks import BertForQuestionAnswering
+    from bertedu.data.tokenizer import load_vocab_tokenizer
 
     context = ("Zoë Müller was born in Zürich in 1901. " * 3) + "She moved to Paris in 1925 and wrote novels there."
     examples = [QAExample(qid, question, context, [{"text": answer, "answer_start": context.index(answer)}])

@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertedu.checkpoint import list_checkpoints, open_atomic
+from bertedu.training.checkpoint import list_checkpoints, open_atomic
 from bertedu.cli import main
 from bertedu.pretrained import minilm_vocab_path
 

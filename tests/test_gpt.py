@@ -1,4 +1,4 @@
-"""bertedu.gpt: the decoder-only model built from BERT's blocks (notebook 17)."""
+"""bertedu.family.gpt: the decoder-only model built from BERT's blocks (notebook 17)."""
 
 import math
 
@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from bertedu import BertConfig
-from bertedu.attention import scaled_dot_product_attention
-from bertedu.gpt import CausalLM, GPTConfig, causal_lm_loss
-from bertedu.heads import BertForMaskedLM
+from bertedu.model.attention import scaled_dot_product_attention
+from bertedu.family.gpt import CausalLM, GPTConfig, causal_lm_loss
+from bertedu.model.heads import BertForMaskedLM
 
 V = 50
 

@@ -111,7 +111,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
 def test_graph_reader_sees_relative_absolute_and_function_level_imports():
     graph = import_graph()
     assert "bertedu.data.masking" in graph and "bertedu.data" in graph
-    assert "bertedu.config" in graph["bertedu"]  # from .config import BertConfig
+    assert "bertedu.model.config" in graph["bertedu"]  # from .config import BertConfig
     assert "bertedu.data.masking" in graph["bertedu.data"]  # from .masking import ... (in a package)
     # a toy cycle hidden inside functions is found
     toy = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
@@ -122,9 +122,9 @@ def test_graph_reader_sees_relative_absolute_and_function_level_imports():
 def test_function_level_imports_are_read(tmp_path):
     source = tmp_path / "mod.py"
     source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .config import BertConfig\n"
-                      "def f():\n    from .train import read_metrics\n    import bertedu.viz\n")
-    known = {"bertedu.train", "bertedu.viz", "bertedu.config", "bertedu.mod"}
-    assert imported_modules("bertedu.mod", source, known) == {"bertedu.train", "bertedu.viz"}
+                      "def f():\n    from .train import read_metrics\n    import bertedu.course.viz\n")
+    known = {"bertedu.training.loop", "bertedu.course.viz", "bertedu.model.config", "bertedu.mod"}
+    assert imported_modules("bertedu.mod", source, known) == {"bertedu.training.loop", "bertedu.course.viz"}
 
 
 def test_importing_a_submodule_runs_its_package_first(tmp_path):

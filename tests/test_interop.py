@@ -115,7 +115,7 @@ def minilm_pair():
 
 def test_real_minilm_weights_match_transformers(minilm_pair):
     from bertedu.pretrained import minilm_vocab_path
-    from bertedu.tokenizer import load_vocab_tokenizer
+    from bertedu.data.tokenizer import load_vocab_tokenizer
 
     ours, theirs = minilm_pair
     assert ours.config.num_hidden_layers == 6 and ours.config.hidden_size == 384
@@ -139,7 +139,7 @@ def test_real_minilm_weights_match_transformers(minilm_pair):
 
 def test_minilm_preset_is_minilms_shape(minilm_pair):
     """`--init random --preset minilm` is a random twin of the real weights: same shape, every size."""
-    from bertedu.config import BertConfig
+    from bertedu.model.config import BertConfig
 
     ours, _ = minilm_pair
     twin = BertConfig.minilm()

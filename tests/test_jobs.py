@@ -1,4 +1,4 @@
-"""A training job on a shared machine (bertedu.jobs, the manifest in bertedu.checkpoint):
+"""A training job on a shared machine (bertedu.training.jobs, the manifest in bertedu.training.checkpoint):
 one run per output folder, SIGINT / SIGTERM stop after a whole step and resume bit for bit,
 damaged checkpoints are named and skipped."""
 
@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertedu.checkpoint import (
+from bertedu.training.checkpoint import (
     MANIFEST_NAME,
     DamagedCheckpointError,
     list_checkpoints,
@@ -24,9 +24,9 @@ from bertedu.checkpoint import (
 )
 from bertedu.cli import main
 from bertedu.errors import OutputFolderError
-from bertedu.jobs import LOCK_NAME, StopSignals, run_lock
+from bertedu.training.jobs import LOCK_NAME, StopSignals, run_lock
 from bertedu.pretrained import minilm_vocab_path
-from bertedu.train import TrainConfig, train
+from bertedu.training.loop import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,7 +59,7 @@ def toy_config(out, **kw):
 # ---- one run per folder --------------------------------------------------------------------------
 HOLDER = """
 import sys, time
-from bertedu.jobs import run_lock
+from bertedu.training.jobs import run_lock
 with run_lock(sys.argv[1]):
     print("held", flush=True)
     time.sleep(120)
@@ -259,8 +259,8 @@ import torch
 faulthandler.enable()  # should a process abort, its threads' Python stacks reach stderr
 sys.path.insert(0, {tests!r})
 from test_jobs import Toy, toy_data, toy_config
-from bertedu.jobs import TrainingInterrupted
-from bertedu.train import train
+from bertedu.training.jobs import TrainingInterrupted
+from bertedu.training.loop import train
 
 calls = []
 def collate(examples, generator):

@@ -1,11 +1,11 @@
-"""bertedu.metrics against scikit-learn, seqeval and hand-computed SQuAD scores."""
+"""bertedu.training.metrics against scikit-learn, seqeval and hand-computed SQuAD scores."""
 
 import random
 
 import pytest
 import torch
 
-from bertedu.metrics import (
+from bertedu.training.metrics import (
     accuracy,
     bio_entities,
     entity_prf,

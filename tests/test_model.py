@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from bertedu import BertConfig, BertForPreTraining, BertModel
-from bertedu.embeddings import BertEmbeddings, sinusoidal_positions
+from bertedu.model.embeddings import BertEmbeddings, sinusoidal_positions
 from conftest import ragged_batch
 
 

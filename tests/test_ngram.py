@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from bertedu.constants import IGNORE_INDEX
-from bertedu.ngram import NeighbourCounts
+from bertedu.model.constants import IGNORE_INDEX
+from bertedu.course.ngram import NeighbourCounts
 
 CLS, SEP, MASK = 1, 2, 3
 A, B, C, D, E = 10, 11, 12, 13, 14

@@ -101,7 +101,7 @@ def test_pretrain_trains_roberta_style_packing_and_refuses_nsp_with_it(tmp_path,
     from bertedu.cli import main
     from bertedu.data import build_pretraining_dataset
     from bertedu.data.corpora import load_corpus
-    from bertedu.tokenizer import load_vocab_tokenizer
+    from bertedu.data.tokenizer import load_vocab_tokenizer
 
     args = ["pretrain", "--preset", "tiny", "--steps", "2", "--batch-size", "4", "--corpus", "wiki-en",
             "--max-documents", "12", "--vocab-size", "600", "--no-progress", "--max-seq-length", "48",

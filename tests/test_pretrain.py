@@ -6,10 +6,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertedu.checkpoint import latest_checkpoint
+from bertedu.training.checkpoint import latest_checkpoint
 from bertedu.cli import build_parser, main, parse_duration
 from bertedu.errors import SettingError
-from bertedu.pretrain import PretrainConfig, fill_mask, load_pretrained, pretrain
+from bertedu.training.pretrain import PretrainConfig, fill_mask, load_pretrained, pretrain
 
 SMALL = ["--corpus", "wiki-en", "--max-documents", "24", "--vocab-size", "1500", "--no-progress",
          "--max-seq-length", "64", "--log-every", "2"]
@@ -82,14 +82,14 @@ def test_init_from_a_shipped_masked_lm_refuses_sequences_longer_than_its_positio
     """Every shipped model has 512 positions today; one with 128 must refuse --max-seq-length 256 in one line."""
     import shutil
 
-    import bertedu.pretrain
+    import bertedu.training.pretrain
     from bertedu.pretrained import masked_lm_dir
 
     short = tmp_path / "course-en-128"
     shutil.copytree(masked_lm_dir("course-en"), short)
     config = json.loads((short / "config.json").read_text())
     (short / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 128}))
-    monkeypatch.setattr(bertedu.pretrain, "masked_lm_dir", lambda name: short)
+    monkeypatch.setattr(bertedu.training.pretrain, "masked_lm_dir", lambda name: short)
     assert main(["pretrain", "--init-from", "course-en", "--steps", "1", "--out", str(tmp_path / "long"), *SMALL,
                  "--max-seq-length", "256"]) == 2
     assert "--init-from course-en has 128 positions, fewer than --max-seq-length 256" in capsys.readouterr().err
@@ -139,7 +139,7 @@ class _EpochRecorder(torch.utils.data.Dataset):
 
 def test_training_loop_tells_the_data_set_each_epoch():
     """Dynamic masking draws fresh masks per epoch only if the loop calls set_epoch."""
-    from bertedu.train import TrainConfig, train
+    from bertedu.training.loop import TrainConfig, train
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -175,7 +175,7 @@ def test_under_torchrun_only_process_zero_builds_the_vocabulary(tmp_path, monkey
     """Other processes wait for process 0's vocab.txt instead of training their own."""
     import threading
 
-    from bertedu.pretrain import prepare_vocab
+    from bertedu.training.pretrain import prepare_vocab
 
     monkeypatch.setenv("RANK", "1")
     cfg = PretrainConfig(preset="tiny", steps=1, out=str(tmp_path))
@@ -201,7 +201,7 @@ def test_without_nsp_only_the_masked_lm_trains(tmp_path):
 
 
 def test_count_baselines_score_the_runs_own_held_out_masks(tiny_run, tmp_path):
-    from bertedu.pretrain import count_baselines
+    from bertedu.course.ngram import count_baselines
 
     vocab = str(tiny_run / "vocab.txt")
     cfg = PretrainConfig(preset="tiny", corpus="wiki-en", max_documents=24, vocab=vocab, max_seq_length=64, steps=1)
@@ -218,7 +218,8 @@ def test_count_baselines_score_the_runs_own_held_out_masks(tiny_run, tmp_path):
 
 
 def test_a_run_exports_as_a_shipped_masked_lm(tiny_run, tmp_path):
-    from bertedu.pretrained import WeightsIntegrityError, export_pretrain_run, load_masked_lm_folder
+    from bertedu.pretrained import WeightsIntegrityError, load_masked_lm_folder
+    from bertedu.training.export import export_pretrain_run
 
     folder = export_pretrain_run(tiny_run, tmp_path / "course-test", "bertedu pretrain --preset tiny ...")
     assert "bertedu pretrain --preset tiny ..." in (folder / "COMMAND.md").read_text()
@@ -243,8 +244,8 @@ def test_a_run_exports_as_a_shipped_masked_lm(tiny_run, tmp_path):
 def test_extra_corpus_adds_training_text_only(tiny_run, tmp_path):
     """--extra-corpus: more training examples, the very same held-out examples and masks."""
     from bertedu.data.corpora import load_corpus
-    from bertedu.pretrain import build_datasets
-    from bertedu.tokenizer import load_vocab_tokenizer
+    from bertedu.training.pretrain import build_datasets
+    from bertedu.data.tokenizer import load_vocab_tokenizer
 
     extra = tmp_path / "extra.txt"
     extra.write_text("The river flows north to the sea.\nBoats carry grain along it.\n\n"

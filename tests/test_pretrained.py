@@ -12,8 +12,8 @@ import time
 import pytest
 import torch
 
-from bertedu.heads import BertForPreTraining
-from bertedu.pretrain import fill_mask
+from bertedu.model.heads import BertForPreTraining
+from bertedu.training.pretrain import fill_mask
 from bertedu.pretrained import (
     MASKED_LMS,
     WeightsIntegrityError,
@@ -161,7 +161,7 @@ def test_gender_and_number_change_the_ranking(minilm_mlm):
 
 def test_held_out_masked_accuracy(minilm_mlm):
     """A slice of the recorded measure (notes/minilm_mlm.md has the figure on every held-out sequence)."""
-    from bertedu.mlm_adapt import masked_accuracy
+    from bertedu.training.mlm_adapt import masked_accuracy
 
     model, tokenizer = minilm_mlm
     result = masked_accuracy(model, tokenizer, seed=0, max_sequences=48)
@@ -172,10 +172,10 @@ def test_held_out_masked_accuracy(minilm_mlm):
 
 
 def test_same_seed_same_weights(tmp_path):
-    """`python -m bertedu.mlm_adapt train` draws everything (head init, dropout, order, masks) from --seed."""
+    """`python -m bertedu.training.mlm_adapt train` draws everything (head init, dropout, order, masks) from --seed."""
     from safetensors.torch import load_file
 
-    from bertedu.mlm_adapt import AdaptConfig, train
+    from bertedu.training.mlm_adapt import AdaptConfig, train
 
     text = tmp_path / "corpus.txt"  # BERT format: a sentence a line, documents split by blank lines
     text.write_text("\n\n".join(
@@ -203,7 +203,7 @@ def test_resume_continues_bit_for_bit(tmp_path, capsys):
     overwrite an old one."""
     from safetensors.torch import load_file
 
-    from bertedu.mlm_adapt import main
+    from bertedu.training.mlm_adapt import main
 
     text = tmp_path / "corpus.txt"
     text.write_text("\n\n".join(
@@ -247,7 +247,7 @@ def test_resume_continues_bit_for_bit(tmp_path, capsys):
 def test_an_unknown_corpus_is_one_line(tmp_path, capsys):
     """A corpus name mlm_adapt does not know, or a path that is not there, ends in one line, and
     leaves no half-started run folder behind."""
-    from bertedu.mlm_adapt import main
+    from bertedu.training.mlm_adapt import main
 
     for spec in ("no-such-corpus", str(tmp_path / "missing.txt")):
         assert main(["train", "--out", str(tmp_path / "run"), "--corpora", spec, "--steps", "1",
@@ -259,7 +259,7 @@ def test_an_unknown_corpus_is_one_line(tmp_path, capsys):
 
 def test_training_device(monkeypatch):
     """`--device`: the GPU when there is one, the CPU otherwise; CUDA without a GPU says so."""
-    from bertedu.mlm_adapt import training_device
+    from bertedu.training.mlm_adapt import training_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert training_device(None) == torch.device("cpu") == training_device("cpu")
@@ -275,7 +275,7 @@ def test_training_device(monkeypatch):
 def test_mlm_adapt_help_describes_every_flag_and_precision_is_checked(monkeypatch, capsys):
     import dataclasses
 
-    from bertedu.mlm_adapt import AdaptConfig, main
+    from bertedu.training.mlm_adapt import AdaptConfig, main
 
     monkeypatch.setenv("COLUMNS", "1000")  # one line per flag, so each help text can be found whole
     with pytest.raises(SystemExit):
@@ -312,9 +312,9 @@ def test_the_command_line_takes_a_shipped_name(tmp_path, capsys):
 def test_mlm_probability_sets_the_share_of_training_pieces_selected(tmp_path):
     """`--mlm-probability`: the share of non-special pieces a training batch selects (80/10/10
     as at BERT's 0.15); a share outside (0, 1) stops the run before anything is read."""
-    from bertedu.mlm_adapt import AdaptConfig, document_sequences, make_batch, train
+    from bertedu.training.mlm_adapt import AdaptConfig, document_sequences, make_batch, train
     from bertedu.pretrained import minilm_vocab_path
-    from bertedu.tokenizer import load_vocab_tokenizer
+    from bertedu.data.tokenizer import load_vocab_tokenizer
 
     tokenizer = load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
     text = ["the river rises in the hills north of the town and reaches the sea in the west ."] * 40
@@ -336,9 +336,9 @@ def test_whole_word_masking_selects_every_piece_of_a_word():
     """`--whole-word-masking` (training only): a word's pieces are selected together and
     corrupted the same way; piece masking splits words. Tokenizer: course-en's vocabulary."""
     from bertedu.data.masking import wordpiece_word_ids
-    from bertedu.mlm_adapt import document_sequences, make_batch
+    from bertedu.training.mlm_adapt import document_sequences, make_batch
     from bertedu.pretrained import masked_lm_vocab_path
-    from bertedu.tokenizer import load_vocab_tokenizer
+    from bertedu.data.tokenizer import load_vocab_tokenizer
 
     tokenizer = load_vocab_tokenizer(masked_lm_vocab_path("course-en"), impl="fast")
     text = ["the anarchists disbelieved the unbelievably archaeological astronomers of antiquity ."] * 6
@@ -368,7 +368,7 @@ def test_init_continues_from_a_shipped_name_or_a_run_folder(tmp_path, minilm_mlm
     """`--init`: every trainable tensor comes from the shipped model or from a run's output."""
     from safetensors.torch import save_file
 
-    from bertedu.mlm_adapt import load_initial_weights, minilm_with_head, trainable_state
+    from bertedu.training.mlm_adapt import load_initial_weights, minilm_with_head, trainable_state
 
     shipped = trainable_state(minilm_mlm[0])
     model = minilm_with_head(seed=3)

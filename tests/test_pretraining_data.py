@@ -305,7 +305,7 @@ CHINESE = [
 @pytest.fixture(scope="module")
 def tokenizer():
     from bertedu.pretrained import minilm_vocab_path
-    from bertedu.tokenizer import load_vocab_tokenizer
+    from bertedu.data.tokenizer import load_vocab_tokenizer
 
     return load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
 

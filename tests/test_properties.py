@@ -31,7 +31,7 @@ from bertedu.data.formats import (
 )
 from bertedu.data.user_files import detect_format, read_cola_tsv, read_table
 from bertedu.pretrained import minilm_vocab_path
-from bertedu.tokenizer import load_vocab_tokenizer
+from bertedu.data.tokenizer import load_vocab_tokenizer
 
 DATA = Path(__file__).resolve().parent / "data"
 # No .hypothesis/ folder in the checkout: examples are not replayed between runs (database=None)

@@ -6,8 +6,8 @@ import torch
 from bertedu import BertConfig
 from bertedu.data.qa import best_span, collate_qa, decode_qa, qa_features, tokenize_with_offsets, top_spans
 from bertedu.pretrained import minilm_vocab_path
-from bertedu.tasks import BertForQuestionAnswering
-from bertedu.tokenizer import load_vocab_tokenizer
+from bertedu.model.tasks import BertForQuestionAnswering
+from bertedu.data.tokenizer import load_vocab_tokenizer
 
 # ---------------------------------------------------------------------------------------
 # Span decoding

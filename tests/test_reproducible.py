@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertedu.checkpoint import list_checkpoints
+from bertedu.training.checkpoint import list_checkpoints
 from bertedu.pretrained import minilm_vocab_path
 
 PRETRAIN = ["pretrain", "--preset", "tiny", "--corpus", "wiki-en", "--max-documents", "24", "--max-seq-length", "32",

@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from bertedu import slides
+from bertedu.course import slides
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 ALL = sorted(NOTEBOOKS.glob("*.ipynb"))
@@ -24,7 +24,7 @@ def test_every_cell_has_slide_metadata(prefix):
     kinds = [c.metadata.get("slideshow", {}).get("slide_type") for c in nb.cells]
     assert all(k in SLIDE_TYPES for k in kinds), f"cells without slide metadata: {[i for i, k in enumerate(kinds) if k not in SLIDE_TYPES]}"
     assert kinds[0] == "slide", "the title cell opens the deck"
-    assert kinds == slides.slide_types(nb), "re-run `python -m bertedu.slides tag` after editing the notebook"
+    assert kinds == slides.slide_types(nb), "re-run `python -m bertedu.course.slides tag` after editing the notebook"
 
 
 def test_rules_on_a_small_notebook():

@@ -12,9 +12,9 @@ from bertedu.data import PretrainingDataset, create_pretraining_examples
 from bertedu.data.corpora import peoples_daily_words, wiki_en
 from bertedu.data.pretraining import tokenize_document
 from bertedu.data.stream import ExampleStore, shards, write_pretraining_examples
-from bertedu.pretrain import PretrainConfig, is_held_out, pretrain
+from bertedu.training.pretrain import PretrainConfig, is_held_out, pretrain
 from bertedu.pretrained import minilm_vocab_path
-from bertedu.tokenizer import load_vocab_tokenizer
+from bertedu.data.tokenizer import load_vocab_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_under_torchrun_other_processes_wait_for_process_zeros_store(tokenizer, 
     import threading
 
     from bertedu.data import load_corpus
-    from bertedu.pretrain import streamed_dataset
+    from bertedu.training.pretrain import streamed_dataset
 
     monkeypatch.setenv("RANK", "1")
     cfg = PretrainConfig(preset="tiny", corpus="wiki-en", max_documents=40, steps=1, max_seq_length=64,

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from bertedu.data.tagging import align_word_labels, encode_words, word_predictions
 from bertedu.pretrained import minilm_vocab_path
-from bertedu.tokenizer import load_vocab_tokenizer
+from bertedu.data.tokenizer import load_vocab_tokenizer
 
 
 @pytest.mark.parametrize("impl", ["reference", "fast"])

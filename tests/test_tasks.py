@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from bertedu import BertConfig, BertForPreTraining, BertModel
-from bertedu.tasks import (
+from bertedu.model.tasks import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,

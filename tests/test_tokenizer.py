@@ -1,4 +1,4 @@
-"""Tests for bertedu.tokenizer: reference == fast == Hugging Face, encoding, training."""
+"""Tests for bertedu.data.tokenizer: reference == fast == Hugging Face, encoding, training."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertedu.pretrained import minilm_vocab_path
-from bertedu.tokenizer import (
+from bertedu.data.tokenizer import (
     SPECIAL_TOKENS,
     Encoding,
     basic_tokenize,

@@ -1,4 +1,4 @@
-"""The training loop (bertedu.train) and its checkpoints (bertedu.checkpoint), on a tiny BERT.
+"""The training loop (bertedu.training.loop) and its checkpoints (bertedu.training.checkpoint), on a tiny BERT.
 
 The data is synthetic: random token sequences of ragged length with exactly K masked
 positions per example, so an MLM loss (a mean over labelled tokens) of a batch is the
@@ -22,12 +22,12 @@ from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from bertedu import BertConfig, BertForPreTraining
-from bertedu.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, rng_state, set_rng_state
-from bertedu.batches import batch_seed, epoch_permutation
-from bertedu.train import (
+from bertedu.training.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, rng_state, set_rng_state
+from bertedu.training.batches import batch_seed, epoch_permutation
+from bertedu.training.loop import (
     TrainConfig, TrainingDivergedError, clip_gradients, evaluate, linear_schedule, param_groups, read_metrics, train,
 )
-from bertedu.viz import plot_metrics
+from bertedu.course.viz import plot_metrics
 
 V, T, K, MASK_ID = 40, 12, 2, 3  # vocabulary, max length, masked positions per example, [MASK]
 
@@ -298,7 +298,7 @@ def test_checkpoints_are_complete_and_leave_no_temporaries(tmp_path):
 
 
 def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
-    import bertedu.checkpoint as ckpt
+    import bertedu.training.checkpoint as ckpt
 
     real_save, calls = torch.save, []
 
@@ -418,7 +418,7 @@ sys.path.insert(0, {tests!r})
 import torch
 torch.set_num_threads(1)
 from test_train import ToyPairs, collate, config, fixed_collate, tiny_model
-from bertedu.train import train
+from bertedu.training.loop import train
 # two runs in one script (the process group, made by the first, serves both):
 # fixed masks, then random masks; batch 4 per process
 train(tiny_model(), ToyPairs(24), fixed_collate, config(batch_size=4, steps=3, out=sys.argv[1] + "/fixed"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import bertedu.pretrain
+import bertedu.training.pretrain
 from bertedu.cli import main
 from bertedu.pretrained import minilm_vocab_path
 
@@ -126,6 +126,6 @@ def test_a_real_bug_keeps_its_traceback(monkeypatch):
     def broken(cfg, resume=False):
         raise ZeroDivisionError("a bug, not a user's mistake")
 
-    monkeypatch.setattr(bertedu.pretrain, "pretrain", broken)
+    monkeypatch.setattr(bertedu.training.pretrain, "pretrain", broken)
     with pytest.raises(ZeroDivisionError):
         main(["pretrain", "--steps", "1"])

@@ -15,8 +15,8 @@ from bertedu.data.files import load_path
 from bertedu.data.formats import DataFormatError, read_squad_json
 from bertedu.data.task_data import load_task
 from bertedu.data.user_files import detect_format, read_cola_tsv
-from bertedu.finetune import FinetuneConfig, finetune
-from bertedu.metrics import best_null_threshold, squad_v2_metrics
+from bertedu.training.finetune import FinetuneConfig, finetune
+from bertedu.training.metrics import best_null_threshold, squad_v2_metrics
 from bertedu.pretrained import minilm_vocab_path
 
 DATA = Path(__file__).resolve().parent / "data"

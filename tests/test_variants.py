@@ -7,10 +7,10 @@ values randomised, a padded batch, MLM (and SOP) logits within 1e-5 in fp32, exa
 import pytest
 import torch
 
-from bertedu.albert import AlbertConfig, AlbertForPreTraining, AlbertModel
-from bertedu.distilbert import DistilBertConfig, DistilBertForMaskedLM, DistilBertModel
+from bertedu.family.albert import AlbertConfig, AlbertForPreTraining, AlbertModel
+from bertedu.family.distilbert import DistilBertConfig, DistilBertForMaskedLM, DistilBertModel
 from bertedu.interop import from_hf, to_hf
-from bertedu.roberta import RobertaConfig, RobertaForMaskedLM, RobertaModel, create_position_ids
+from bertedu.family.roberta import RobertaConfig, RobertaForMaskedLM, RobertaModel, create_position_ids
 
 transformers = pytest.importorskip("transformers")
 
@@ -272,7 +272,7 @@ def loss_and_grads(model, *args, **kwargs):
 def test_fast_path_matches_the_readable_path_for_every_variant(family, options):
     import copy
 
-    from bertedu.fast import set_fast_path
+    from bertedu.model.fast import set_fast_path
 
     torch.manual_seed(0)
     readable = variant_models()[family].train()  # dropout is 0: train mode, the same function
@@ -298,7 +298,7 @@ def test_fast_path_matches_the_readable_path_for_every_variant(family, options):
 
 
 def test_variants_save_and_load_through_the_checkpoint_module(tmp_path):
-    from bertedu.checkpoint import load_weights, save_weights
+    from bertedu.training.checkpoint import load_weights, save_weights
 
     for family, model in variant_models().items():
         with torch.no_grad():

@@ -1,4 +1,4 @@
-"""Where figures go (bertedu.viz.figures_dir, save_figure)."""
+"""Where figures go (bertedu.course.viz.figures_dir, save_figure)."""
 
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bertedu import viz  # noqa: E402
+from bertedu.course import viz  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -6,8 +6,8 @@ import torch
 
 from bertedu.pretrained import minilm_vocab_path
 from bertedu.data.qa import qa_features
-from bertedu.tokenizer import load_vocab_tokenizer
-from bertedu.viz import sliding_windows, span_score_map
+from bertedu.data.tokenizer import load_vocab_tokenizer
+from bertedu.course.viz import sliding_windows, span_score_map
 
 
 def test_span_score_map_masks_backwards_and_too_long_spans():

@@ -1,8 +1,16 @@
 """Data for BERT: corpora, pretraining examples (NSP pairs), MLM masking, collators, tasks.
 
-Fine-tuning inputs live here too: word labels to pieces and back (`bertedu.data.tagging`),
-the QA sliding window and span decoding (`bertedu.data.qa`), and `pad_rows`
-(`bertedu.data.padding`), the right-padding every collator uses.
+Everything that turns text and files into examples: the tokenizer (`tokenizer.py`, WordPiece
+written out and the fast path on `tokenizers`, notebook 01), the embedded corpora
+(`corpora.py`, `sentences.py`), vocabularies (`vocab.py`), MLM masking (`masking.py`,
+notebook 05), NSP and SOP pairs and packing (`pretraining.py`, `sop.py`, `packing.py`,
+`stream.py` for corpora larger than memory), the published task formats and a user's own
+files (`formats.py`, `files.py`, `user_files.py`, `task_data.py`), and fine-tuning inputs:
+word labels to pieces and back (`tagging.py`), the QA sliding window and span decoding
+(`qa.py`), and `pad_rows` (`padding.py`), the right-padding every collator uses.
+
+May import: `bertedu.model` (its constants), `bertedu.errors`, `bertedu.utils`; never
+`bertedu.training`, `bertedu.course` or the CLI.
 
     from bertedu.data import mask_tokens, create_pretraining_examples, PretrainingDataset
     from bertedu.data import load_corpus, load_task

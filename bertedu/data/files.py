@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from ..errors import MissingFileError
-from ..tokenizer import CJK_RANGES
+from .tokenizer import CJK_RANGES
 from .formats import (
     DataFormatError,
     TaskData,

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-from ..constants import IGNORE_INDEX
+from ..model.constants import IGNORE_INDEX
 SELECTIONS = ("bernoulli", "exact")
 # Tokens that can never belong to a word that masking may pick.
 NON_WORD_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[MASK]")

@@ -51,11 +51,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..constants import IGNORE_INDEX
+from ..model.constants import IGNORE_INDEX
 from .masking import SELECTIONS, mask_tokens, segmented_word_ids
 from .padding import pad_rows
 
-IS_NEXT, NOT_NEXT = 0, 1  # next_sentence_label, as in transformers and bertedu.heads
+IS_NEXT, NOT_NEXT = 0, 1  # next_sentence_label, as in transformers and bertedu.model.heads
 MASKINGS = ("static", "dynamic")
 PACKINGS = ("pairs", "full-sentences")  # BERT's NSP pairs; RoBERTa's blocks across documents
 
@@ -692,7 +692,7 @@ def build_pretraining_dataset(
             boundaries) or a list of words (a segmented sentence such as People's Daily's:
             every word is tokenised on its own and all its pieces form one word, so
             `whole_word=True` masks Chinese words, not single characters).
-        tokenizer: from `bertedu.tokenizer.load_vocab_tokenizer`.
+        tokenizer: from `bertedu.data.tokenizer.load_vocab_tokenizer`.
         max_seq_length, short_seq_prob, nsp_prob: see `create_pretraining_examples`.
         masking, dupe_factor, whole_word, mlm_probability, selection,
             max_predictions_per_seq: see `PretrainingDataset`.

@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from ..tokenizer import tokenizer_backend
+from .tokenizer import tokenizer_backend
 from .padding import pad_rows
 
 # ----------------------------------------------------------------------------------------

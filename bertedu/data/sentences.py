@@ -110,7 +110,7 @@ def split_sentences_zh(text: str) -> list[str]:
 
 def cjk_fraction(text: str) -> float:
     """The fraction of non-space characters that are CJK ideographs (0.0 for empty text)."""
-    from bertedu.tokenizer import is_cjk
+    from bertedu.data.tokenizer import is_cjk
 
     chars = [char for char in text if not char.isspace()]
     if not chars:

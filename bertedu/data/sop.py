@@ -14,7 +14,7 @@ Here a segment is one sentence: each document's sentences are paired (0, 1), (2,
 and each pair is swapped with probability `swap_prob`. (ALBERT's data script makes its
 segments as BERT's does, several sentences long and cut at a random sentence; the label
 rule is the same.) `sop_label` 0 means in the original order, 1 swapped, as in
-`bertedu.albert.AlbertForPreTraining` and transformers' `sentence_order_label`.
+`bertedu.family.albert.AlbertForPreTraining` and transformers' `sentence_order_label`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from ..constants import IGNORE_INDEX
+from ..model.constants import IGNORE_INDEX
 
 
 @dataclass

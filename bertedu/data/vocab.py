@@ -2,7 +2,7 @@
 Chinese. Introduced in the pretraining-data notebook.
 
 - `build_vocab(corpus, vocab_size=8000)` trains a WordPiece vocabulary with the
-  `tokenizers` trainer (`bertedu.tokenizer.train_wordpiece`), as Google did for BERT
+  `tokenizers` trainer (`bertedu.data.tokenizer.train_wordpiece`), as Google did for BERT
   (30,522 pieces for English; a toy model does well with 8k).
 - `build_bpe_vocab(corpus, vocab_size)` trains RoBERTa's byte-level BPE instead (vocab.txt
   and merges.txt; notebook 15).
@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from bertedu.tokenizer import (
+from bertedu.data.tokenizer import (
     train_byte_level_bpe,
     write_vocab,
     CONTINUATION_PREFIX,
@@ -80,7 +80,7 @@ def build_bpe_vocab(
 ) -> Path:
     """Train a byte-level BPE vocabulary (RoBERTa's kind) on a corpus: vocab.txt and merges.txt
     at `out_path` (a file, or a folder); returns the vocab.txt's Path. See
-    `bertedu.tokenizer.train_byte_level_bpe`."""
+    `bertedu.data.tokenizer.train_byte_level_bpe`."""
     return train_byte_level_bpe(corpus_sentences(corpus, max_documents), vocab_size, out_path,
                                 min_frequency=min_frequency)
 

@@ -1,0 +1,11 @@
+"""What only the course uses: pictures, exercises, slides and the count baselines.
+
+    viz.py              heat maps, masking pictures, embedding plots, QA span maps, loss curves
+    bertviz_offline.py  bertviz's views with their scripts inlined, so they draw without a network
+    exercises.py        the exercises' checks (nbgrader-style solution markers)
+    slides.py           slide tags for RISE / nbconvert
+    ngram.py            count-based masked-token predictors, a reference line for pretraining
+
+May import: anything it pictures (`model`, `family`, `data`, `training`, `pretrained`,
+`interop`); never `bertedu.cli`.
+"""

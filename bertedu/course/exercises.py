@@ -1,0 +1,283 @@
+"""Exercises: checks that say what is wrong, and the learner's copy of every notebook.
+
+Every notebook ends with a few exercises written as nbgrader cells (nbgrader is the
+Jupyter project's tool for assignments; its cell metadata and solution markers are used
+as they are, so a teacher can also run the full `nbgrader generate_assignment` /
+`autograde` pipeline on these notebooks):
+
+- a *solution* cell (``metadata.nbgrader.solution = true``) holds the answer between
+  ``### BEGIN SOLUTION`` and ``### END SOLUTION``;
+- the *check* cells after it (``metadata.nbgrader.grade = true``, locked) call the
+  ``check_*`` functions below, which raise an ``ExerciseError`` (an ``AssertionError``)
+  naming what is wrong: the shape, the first differing value, and a hint;
+- *read-only* cells (``locked = true``) set up what the exercises need, so that the
+  exercises run on their own after a kernel restart.
+
+The stored notebooks keep the solutions (they run under ``pytest --nbval``). The learner's
+version is made by one command, which uses nbgrader's own ``ClearSolutions`` preprocessor:
+
+    python -m bertedu.course.exercises strip notebooks/ learner/
+
+Each solution cell also stores a deliberately wrong answer in
+``metadata.bertedu.wrong_answer`` and a fragment of the message its check must print
+(``metadata.bertedu.expect``); tests/test_exercises.py runs every check against the
+solution (it passes) and against the wrong answer (it fails with that message).
+Introduced in notebook 00 (how to do an exercise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+
+
+class ExerciseError(AssertionError):
+    """A check failed; the message says what is wrong and how to look for the mistake."""
+
+
+def _fail(name: str, problem: str, hint: str | None) -> None:
+    message = f"{name}: {problem}"
+    if hint:
+        message += f"\nHint: {hint}"
+    raise ExerciseError(message)
+
+
+def _shape(value: Any) -> tuple | None:
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None else None
+
+
+def _as_tensor(value: Any):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu")
+    return torch.as_tensor(value)
+
+
+def check_defined(namespace: dict, name: str, hint: str | None = None) -> Any:
+    """The exercise's answer exists (the learner ran their cell); returns it."""
+    if name not in namespace:
+        _fail(name, "is not defined: run your solution cell above first", hint)
+    return namespace[name]
+
+
+def check_type(value: Any, expected: type | tuple[type, ...], name: str = "result", hint: str | None = None) -> None:
+    if not isinstance(value, expected):
+        names = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
+        _fail(name, f"should be a {names}, got a {type(value).__name__}", hint)
+
+
+def check_shape(value: Any, expected: Sequence[int], name: str = "result", hint: str | None = None) -> None:
+    """``value.shape`` equals ``expected`` (a tuple of ints)."""
+    shape = _shape(value)
+    if shape is None:
+        _fail(name, f"should be a tensor of shape {tuple(expected)}, got a {type(value).__name__}", hint)
+    if shape != tuple(expected):
+        problem = f"has shape {shape}, expected {tuple(expected)}"
+        if len(shape) != len(expected):
+            problem += f" ({len(shape)} dimensions instead of {len(expected)})"
+        _fail(name, problem, hint)
+
+
+def check_close(
+    actual: Any,
+    expected: Any,
+    name: str = "result",
+    hint: str | None = None,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+) -> None:
+    """Numbers or tensors agree within tolerance; otherwise say where and by how much."""
+    import torch
+
+    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        if not isinstance(actual, (int, float)) and _shape(actual) not in ((), None):
+            _fail(name, f"should be a single number, got shape {_shape(actual)}", hint)
+        try:
+            got = float(actual)
+        except (TypeError, ValueError):
+            _fail(name, f"should be a number, got {type(actual).__name__}", hint)
+        if math.isnan(got):
+            _fail(name, "is NaN", hint)
+        if abs(got - expected) > atol + rtol * abs(expected):
+            _fail(name, f"is {got:.6g}, expected {expected:.6g}", hint)
+        return
+    exp = _as_tensor(expected)
+    if not isinstance(actual, torch.Tensor) and _shape(actual) is None and not isinstance(actual, (list, tuple)):
+        _fail(name, f"should be a tensor of shape {tuple(exp.shape)}, got a {type(actual).__name__}", hint)
+    got = _as_tensor(actual)
+    check_shape(got, tuple(exp.shape), name, hint)
+    got, exp = got.double(), exp.double()
+    if torch.isnan(got).any() and not torch.isnan(exp).any():
+        _fail(name, f"contains NaN at {int(torch.isnan(got).sum())} positions", hint)
+    diff = (got - exp).abs()
+    bad = diff > atol + rtol * exp.abs()
+    if bad.any():
+        where = tuple(int(i) for i in bad.nonzero()[0]) if diff.dim() else ()
+        problem = (
+            f"{int(bad.sum())} of {bad.numel()} values differ; first at index {where}: "
+            f"got {got[where].item():.6g}, expected {exp[where].item():.6g} "
+            f"(largest difference {diff.max().item():.3g})"
+        )
+        _fail(name, problem, hint)
+
+
+def check_equal(actual: Any, expected: Any, name: str = "result", hint: str | None = None) -> None:
+    """Exact equality; for sequences, name the first position that differs."""
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
+        first = next((i for i, (a, e) in enumerate(zip(actual, expected)) if a != e), None)
+        if len(actual) != len(expected):
+            where = "" if first is None else f"; the first difference is at position {first}"
+            _fail(name, f"has {len(actual)} items, expected {len(expected)}{where}", hint)
+        if first is not None:
+            _fail(name, f"differs at position {first}: got {actual[first]!r}, expected {expected[first]!r}", hint)
+        return
+    if _shape(expected) is not None:
+        check_shape(actual, _shape(expected), name, hint)
+        import torch
+
+        got, exp = _as_tensor(actual), _as_tensor(expected)
+        if not torch.equal(got, exp):
+            where = tuple(int(i) for i in (got != exp).nonzero()[0])
+            _fail(name, f"differs at index {where}: got {got[where].item()!r}, expected {exp[where].item()!r}", hint)
+        return
+    if actual != expected:
+        _fail(name, f"is {actual!r}, expected {expected!r}", hint)
+
+
+def check_function(
+    fn: Callable,
+    reference: Callable,
+    cases: Iterable[tuple],
+    name: str | None = None,
+    hint: str | None = None,
+    compare: Callable = check_close,
+) -> None:
+    """Call ``fn`` and ``reference`` on each case (a tuple of arguments) and compare."""
+    name = name or getattr(fn, "__name__", "your function")
+    if not callable(fn):
+        _fail(name, f"should be a function, got a {type(fn).__name__}", hint)
+    for args in cases:
+        shown = ", ".join(_describe(a) for a in args)
+        try:
+            got = fn(*args)
+        except NotImplementedError:
+            raise
+        except Exception as error:  # the learner's code raised: say on which input
+            _fail(f"{name}({shown})", f"raised {type(error).__name__}: {error}", hint)
+        compare(got, reference(*args), f"{name}({shown})", hint)
+
+
+def _describe(arg: Any) -> str:
+    shape = _shape(arg)
+    if shape is not None:
+        return f"<tensor {tuple(shape)}>"
+    text = repr(arg)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# -- reading exercises out of a notebook (used by the tests and by `strip`) ---------------
+
+def _nbgrader(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def is_solution(cell) -> bool:
+    return bool(_nbgrader(cell).get("solution"))
+
+
+def is_check(cell) -> bool:
+    return bool(_nbgrader(cell).get("grade")) and not is_solution(cell)
+
+
+def is_exercise_cell(cell) -> bool:
+    return bool(_nbgrader(cell))
+
+
+@dataclass
+class Exercise:
+    """One solution cell and the check cells that follow it, by cell index."""
+
+    solution: int
+    checks: list[int] = field(default_factory=list)
+    wrong_answer: str | None = None
+    expect: str | None = None
+
+
+def exercises(nb) -> list[Exercise]:
+    """The coding exercises of a notebook, in order."""
+    found: list[Exercise] = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        if is_solution(cell):
+            meta = cell["metadata"].get("bertedu", {})
+            found.append(Exercise(i, [], meta.get("wrong_answer"), meta.get("expect")))
+        elif is_check(cell) and found:
+            found[-1].checks.append(i)
+    return found
+
+
+def with_wrong_answer(source: str, wrong: str) -> str:
+    """The solution cell with its solution region replaced by ``wrong`` (what a learner edits)."""
+    lines = source.split("\n")
+    begin = next((i for i, line in enumerate(lines) if BEGIN in line), None)
+    end = next((i for i, line in enumerate(lines) if END in line), None)
+    if begin is None or end is None:
+        return wrong
+    indent = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
+    body = [indent + line if line else line for line in wrong.split("\n")]
+    return "\n".join(lines[:begin] + body + lines[end + 1:])
+
+
+def learner_version(nb):
+    """A copy of ``nb`` with solutions replaced by nbgrader's stub and exercise outputs cleared."""
+    from nbgrader.preprocessors import ClearSolutions
+
+    nb = copy.deepcopy(nb)
+    nb, _ = ClearSolutions().preprocess(nb, {})
+    for cell in nb.cells:
+        cell.metadata.pop("bertedu", None)  # the wrong answers are for the tests
+        if is_exercise_cell(cell) and cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nb
+
+
+def strip(src: str | Path, out: str | Path) -> list[Path]:
+    """Write the learner's version of every notebook in ``src`` (a folder or one file) to ``out``."""
+    import nbformat
+
+    src, out = Path(src), Path(out)
+    paths = sorted(src.glob("*.ipynb")) if src.is_dir() else [src]
+    if not paths:
+        raise FileNotFoundError(f"no .ipynb files in {src}")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        target = out / path.name
+        nbformat.write(learner_version(nb), target)
+        written.append(target)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bertedu.course.exercises", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("strip", help="write the learner's notebooks (solutions removed)")
+    p.add_argument("src", help="a notebook or a folder of notebooks (e.g. notebooks/)")
+    p.add_argument("out", help="the folder to write the learner's notebooks to")
+    args = parser.parse_args(argv)
+    written = strip(args.src, args.out)
+    print(f"wrote {len(written)} learner notebooks to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+"""Constants more than one module needs, defined once (a leaf module: it imports nothing).
+
+IGNORE_INDEX  the label of a position no loss may count: every token the MLM did not
+              select, a word's continuation pieces in tagging, padding. It is the default
+              `ignore_index` of `torch.nn.functional.cross_entropy`.
+VOCAB_NAME    the vocabulary file every run folder keeps beside its weights.
+MERGES_NAME   beside it, the merges of a byte-level BPE vocabulary (none for WordPiece).
+ATTENTION_KERNEL_NAMES  the attention kernels a config may name (`model/attention.py` holds them;
+              `model/config.py` validates against these names without importing the kernels).
+"""
+
+IGNORE_INDEX = -100
+VOCAB_NAME = "vocab.txt"
+MERGES_NAME = "merges.txt"
+ATTENTION_KERNEL_NAMES = ("reference", "sdpa")

@@ -1,0 +1,24 @@
+"""The one training loop, what serves it, and the three jobs that run on it.
+
+The loop and its services:
+
+    loop.py         train(): AdamW, warm-up and decay, accumulation, clipping, bf16, DDP, resume
+    config.py       TrainConfig, TrainState, TrainResult (shared by the loop and its helpers)
+    batches.py      the order the loop sees the data in, as a pure function of (seed, step)
+    progress.py     the progress bar
+    checkpoint.py   safetensors checkpoints written atomically, with RNG state; sha256 manifests
+    jobs.py         the run lock and stop signals (one run per output folder)
+    distributed.py  torchrun / DDP set-up
+    curves.py       metrics.jsonl and the learning-curve PNG beside every run
+    metrics.py      task metrics: accuracy, F1, entity F1, SQuAD EM/F1
+
+The jobs (each a `bertedu` subcommand):
+
+    pretrain.py     `bertedu pretrain`: MLM (+ NSP / SOP), from scratch or from a shipped model
+    finetune.py     `bertedu finetune`, with taskio.py (each task family's inputs and scores)
+    distill.py      `bertedu distill`: a smaller student from a teacher
+    export.py       a finished pretraining run as a shipped model folder
+
+May import: `bertedu.model`, `bertedu.family`, `bertedu.data`, `bertedu.pretrained`,
+`bertedu.interop`, `bertedu.errors`, `bertedu.utils`. Never `bertedu.course` or the CLI.
+"""

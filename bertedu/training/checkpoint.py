@@ -1,0 +1,380 @@
+"""Checkpoints that resume exactly: weights, optimiser, RNG and data position, written atomically.
+
+Used by `bertedu.training.loop` (introduced in the pretraining notebook). One checkpoint is a
+directory `out_dir/checkpoint-<step>/` holding
+
+    model.safetensors    the weights (safetensors: no pickle, safe to load from anyone)
+    config.json          the model's config fields (BertConfig), to catch a mismatch early
+    training_state.pt    optimiser state, step, data position, tokens seen, RNG states
+                         (only tensors, numbers, strings, lists and dicts, so it loads with
+                         torch.load(weights_only=True): nothing in it can run code)
+    manifest.json        every other file's size and sha256, written last
+
+Verified: loading checks every file against the manifest, so a truncated or corrupted
+file (a full disk, a copy cut short, a bad sector) is an error that names the file
+(`DamagedCheckpointError`) instead of weights silently wrong; resuming then falls back
+to the newest intact checkpoint. A checkpoint from before manifests (no manifest.json)
+still loads, with a warning that it could not be verified.
+
+Atomic: everything is written into a hidden temporary directory first and only then
+renamed to `checkpoint-<step>` (a rename is all-or-nothing on one file system), so a
+crash while saving leaves the previous checkpoint untouched and never a half-written one
+under a real name.
+
+Every weight file in bertedu goes through this module: `save_checkpoint` /
+`load_checkpoint` for training checkpoints, `save_weights` / `load_weights` for a folder
+of weights alone (a fine-tuned model, the shipped pretrained models). Both write
+atomically and check the saved config against the model on load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import warnings
+from pathlib import Path
+from typing import IO, Any, Iterator, Optional
+
+import numpy as np
+import torch
+from safetensors.torch import load_model, save_model
+from torch import nn
+
+from ..errors import UserError
+
+WEIGHTS_NAME = "model.safetensors"
+CONFIG_NAME = "config.json"
+STATE_NAME = "training_state.pt"
+MANIFEST_NAME = "manifest.json"
+CHECKPOINT_FILES = (WEIGHTS_NAME, CONFIG_NAME, STATE_NAME)
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+_TMP_PREFIX = ".tmp-checkpoint-"
+
+# Config fields that change how the model runs but not what its weights mean.
+_CONFIG_FIELDS_NOT_COMPARED = ("attn_implementation",)
+
+
+class CheckpointError(UserError, RuntimeError):
+    """A checkpoint is missing, incomplete or does not fit the model."""
+
+
+class DamagedCheckpointError(CheckpointError):
+    """A file of a checkpoint does not match its manifest (truncated or corrupted)."""
+
+
+# ---- RNG states as plain tensors (so weights_only loading accepts them) -----------------
+def rng_state() -> dict[str, Any]:
+    """The state of every random number generator training draws from."""
+    py_version, py_state, py_gauss = random.getstate()
+    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    state = {
+        "python": {"version": py_version, "state": torch.tensor(py_state, dtype=torch.int64), "gauss": py_gauss},
+        "numpy": {"kind": np_kind, "keys": torch.from_numpy(np_keys.astype(np.int64)), "pos": int(np_pos),
+                  "has_gauss": int(np_has_gauss), "gauss": float(np_gauss)},
+        "torch": torch.get_rng_state(),
+        # this process's GPU only (under DDP each process owns one); none if CUDA was never used
+        "cuda": [torch.cuda.get_rng_state()] if torch.cuda.is_initialized() else [],
+    }
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what `rng_state()` captured."""
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss"]))
+    npy = state["numpy"]
+    keys = npy["keys"].numpy().astype(np.uint32)
+    np.random.set_state((npy["kind"], keys, npy["pos"], npy["has_gauss"], npy["gauss"]))
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"][0])
+
+
+# ---- finding checkpoints ------------------------------------------------------------------
+def list_checkpoints(out_dir: str | os.PathLike) -> list[Path]:
+    """Complete checkpoint directories in `out_dir`, oldest step first."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return []
+    found = []
+    for p in out_dir.iterdir():
+        m = _CHECKPOINT_RE.match(p.name)
+        if m and p.is_dir():
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(out_dir: str | os.PathLike) -> Optional[Path]:
+    """The checkpoint with the highest step in `out_dir`, or None."""
+    found = list_checkpoints(out_dir)
+    return found[-1] if found else None
+
+
+def model_config_dict(model: nn.Module) -> dict[str, Any]:
+    """The model's config as a dict (empty when the model has no dataclass `.config`)."""
+    config = getattr(model, "config", None)
+    return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else {}
+
+
+# ---- saving -------------------------------------------------------------------------------
+def save_checkpoint(
+    out_dir: str | os.PathLike,
+    step: int,
+    model: nn.Module,
+    training_state: dict[str, Any],
+    *,
+    keep_last: int = 1,
+    extra_json: Optional[dict[str, dict]] = None,
+) -> Path:
+    """Write `out_dir/checkpoint-<step>/` atomically; keep only the newest `keep_last`.
+
+    model: the bare module (not wrapped in DDP / torch.compile).
+    training_state: optimiser state dict, data position, RNG states... (weights_only-safe).
+    extra_json: more small JSON files to put beside them, {file name: dict}.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(out_dir)
+    final = out_dir / f"checkpoint-{step}"
+
+    def write(tmp: Path) -> None:
+        _write_weights(tmp, model, extra_json, metadata={"step": str(step)})
+        torch.save(training_state, tmp / STATE_NAME)
+        write_manifest(tmp)  # last: it vouches for everything above
+
+    _write_folder_atomically(final, write)
+    # Only once the new checkpoint is complete are older ones removed.
+    for old in list_checkpoints(out_dir)[:-keep_last] if keep_last > 0 else []:
+        if old != final:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def save_weights(folder: str | os.PathLike, model: nn.Module, *, extra_json: Optional[dict[str, dict]] = None) -> Path:
+    """Write `folder/` atomically: model.safetensors, config.json and the `extra_json` files.
+
+    A folder of weights alone (no optimiser or RNG state), e.g. a fine-tuned model; an
+    existing folder of that name is replaced only once the new one is complete.
+    """
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _write_folder_atomically(folder, lambda tmp: _write_weights(tmp, model, extra_json))
+    return folder
+
+
+def _write_weights(folder: Path, model: nn.Module, extra_json: Optional[dict[str, dict]],
+                   metadata: Optional[dict[str, str]] = None) -> None:
+    # safetensors refuses two names for one tensor; save_model drops the tied alias
+    # (mlm.decoder.weight is the word-embedding matrix) and load_model re-ties it.
+    save_model(model, str(folder / WEIGHTS_NAME), metadata={"format": "pt", **(metadata or {})})
+    _write_json(folder / CONFIG_NAME, model_config_dict(model))
+    for name, content in (extra_json or {}).items():
+        _write_json(folder / name, content)
+
+
+def _write_folder_atomically(final: Path, write) -> None:
+    """write(tmp) fills a hidden temporary sibling of `final`, which is then renamed to it."""
+    tmp = final.parent / f"{_TMP_PREFIX}{final.name}-{os.getpid()}"
+    tmp.mkdir()
+    try:
+        write(tmp)
+        _fsync_dir(tmp)
+        if final.exists():  # writing the same folder again: move the old one aside first
+            old = final.parent / f"{_TMP_PREFIX}old-{final.name}-{os.getpid()}"
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, final)  # the atomic moment: before it, no folder of that name exists
+        _fsync_dir(final.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def open_atomic(path: str | os.PathLike, encoding: str = "utf-8", binary: bool = False) -> Iterator[IO]:
+    """Write a file atomically: the body writes to a hidden temporary sibling, which replaces
+    `path` only once complete, so a reader (or a crash) never sees half a file. A text file
+    unless `binary`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with (open(tmp, "wb") if binary else open(tmp, "w", encoding=encoding)) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_json(path: Path, content: dict) -> None:
+    path.write_text(json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n",
+                    encoding="utf-8")
+
+
+def _fsync_dir(path: Path) -> None:
+    """Flush a directory's entries to disk (best effort: not every OS allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(folder: str | os.PathLike) -> Path:
+    """folder/manifest.json: {"files": {name: {"size", "sha256"}}} for every file in it."""
+    folder = Path(folder)
+    files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+             for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST_NAME}
+    _write_json(folder / MANIFEST_NAME, {"files": files})
+    return folder / MANIFEST_NAME
+
+
+def verify_folder(folder: str | os.PathLike, *, warn_unverified: bool = True) -> bool:
+    """Check a folder's files against its manifest.json; True if verified, False (and a
+    warning, with `warn_unverified`) if it has no manifest. Raises DamagedCheckpointError
+    naming the first file that is missing, of the wrong size or with the wrong sha256."""
+    folder = Path(folder)
+    manifest_path = folder / MANIFEST_NAME
+    if not manifest_path.is_file():
+        if warn_unverified:
+            warnings.warn(f"{folder} has no {MANIFEST_NAME} (written before bertedu checked checkpoints): "
+                          "loading it unverified", stacklevel=3)
+        return False
+    try:
+        files = json.loads(manifest_path.read_text(encoding="utf-8"))["files"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise DamagedCheckpointError(f"{manifest_path} is damaged ({err}): the checkpoint cannot be verified; "
+                                     "use an earlier checkpoint") from None
+    for name, expected in files.items():
+        path = folder / name
+        if not path.is_file():
+            raise DamagedCheckpointError(f"{path} is missing (the manifest lists it): use an earlier checkpoint")
+        size = path.stat().st_size
+        if size != expected["size"]:
+            raise DamagedCheckpointError(f"{path} is damaged: {size:,} bytes, the manifest says "
+                                         f"{expected['size']:,} (truncated?); use an earlier checkpoint")
+        if _sha256(path) != expected["sha256"]:
+            raise DamagedCheckpointError(f"{path} is damaged: its sha256 differs from the manifest's "
+                                         "(corrupted bytes); use an earlier checkpoint")
+    return True
+
+
+def _remove_stale_temporaries(out_dir: Path) -> None:
+    """Temporary directories left by a crash while saving: never a valid checkpoint."""
+    for p in out_dir.glob(f"{_TMP_PREFIX}*"):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+# ---- loading ------------------------------------------------------------------------------
+def load_checkpoint(
+    path: str | os.PathLike,
+    model: nn.Module,
+    optimizer: Optional[torch.optim.Optimizer] = None,
+) -> dict[str, Any]:
+    """Load weights (and optimiser state) from a checkpoint directory; return its training state.
+
+    path: a `checkpoint-<step>` directory, or an output directory (its latest checkpoint).
+    model: the bare module, built with the same config as the checkpoint's.
+    Raises CheckpointError when the checkpoint is missing or does not match, and its
+    subclass DamagedCheckpointError when a file is missing or differs from the manifest.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"no checkpoint at {path}: check the path (train(..., resume=True) looks in out_dir).")
+    if not (path / STATE_NAME).exists() and not _CHECKPOINT_RE.match(path.name):
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise CheckpointError(f"{path} holds no checkpoint-<step> directory to load.")
+        path = latest
+    missing = [name for name in CHECKPOINT_FILES if not (path / name).is_file()]
+    if missing:
+        raise DamagedCheckpointError(
+            f"checkpoint {path} is incomplete (missing {', '.join(missing)}): it was not written by "
+            "bertedu.training.checkpoint.save_checkpoint or was damaged; load an earlier checkpoint."
+        )
+    verify_folder(path)
+    _load_verified_weights(path, model)
+    state = torch.load(path / STATE_NAME, map_location="cpu", weights_only=True)
+    if optimizer is not None:
+        try:
+            optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError) as err:
+            raise CheckpointError(
+                f"the optimiser state in {path} does not fit this optimiser ({err}); "
+                "were the parameter groups built the same way?"
+            ) from err
+    state["path"] = str(path)
+    return state
+
+
+def read_config(folder: str | os.PathLike) -> dict[str, Any]:
+    """The model config saved in a checkpoint or weights folder, as a dict."""
+    path = Path(folder) / CONFIG_NAME
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing: {folder} is not a folder of bertedu weights.")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_weights(folder: str | os.PathLike, model: nn.Module) -> nn.Module:
+    """Load `folder/model.safetensors` into `model` after checking `folder/config.json`
+    against the model's config; a training checkpoint folder works too (its manifest, where
+    there is one, is checked first). Returns the model."""
+    verify_folder(folder, warn_unverified=False)  # a weights folder may have none
+    return _load_verified_weights(folder, model)
+
+
+def _load_verified_weights(folder: str | os.PathLike, model: nn.Module) -> nn.Module:
+    folder = Path(folder)
+    if not (folder / WEIGHTS_NAME).is_file():
+        raise CheckpointError(f"{folder / WEIGHTS_NAME} is missing: {folder} holds no bertedu weights.")
+    _check_config(folder, model)
+    try:
+        load_model(model, str(folder / WEIGHTS_NAME), strict=True, device=str(_device_of(model)))
+    except RuntimeError as err:
+        raise CheckpointError(f"the weights in {folder / WEIGHTS_NAME} do not fit this model: {err}") from err
+    return model
+
+
+def _check_config(path: Path, model: nn.Module) -> None:
+    saved = read_config(path)
+    current = json.loads(json.dumps(model_config_dict(model), default=str))  # as it would be saved
+    if not saved or not current:
+        return  # a model without a dataclass config: the weights check below still runs
+    differ = [
+        f"{k}: checkpoint {saved.get(k)!r} vs model {current.get(k)!r}"
+        for k in sorted(set(saved) | set(current))
+        if k not in _CONFIG_FIELDS_NOT_COMPARED and saved.get(k) != current.get(k)
+    ]
+    if differ:
+        raise CheckpointError(
+            f"checkpoint {path} was made with a different model config ({'; '.join(differ)}); "
+            "build the model with the checkpoint's config.json."
+        )
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    p = next(model.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")

@@ -1,0 +1,444 @@
+"""Pretraining end to end: corpus -> vocabulary -> NSP/MLM examples -> BertForPreTraining.
+
+`bertedu pretrain` (bertedu/cli.py) is a thin shell around `pretrain()`; the pretraining
+notebook calls it directly. Everything a run makes lands in one output folder:
+
+    out/vocab.txt             the WordPiece vocabulary the model reads (trained, or copied)
+    out/run.json              the settings of the run
+    out/checkpoint-<step>/    weights (safetensors), config, optimiser/RNG/data position
+    out/metrics.jsonl         training and held-out metrics, one JSON record a line
+    out/metrics.png           loss and accuracy curves
+    out/examples/             with stream=True: the training pairs on disk (bertedu.data.stream)
+
+The paper's two phases are two commands: 90% of the steps at sequence length 128, then
+10% at 512 starting from the first phase's weights (`init_from`), which `--max-seq-length
+512` needs anyway to learn the positions beyond 128 (Devlin et al. 2019, appendix A.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from .checkpoint import latest_checkpoint, load_weights, read_config
+from ..model.config import PRESETS, BertConfig
+from ..model.constants import VOCAB_NAME
+from ..errors import MissingFileError, OutputFolderError, SettingError, as_user_error
+from ..model.fast import set_fast_path
+from ..model.heads import BertForPreTraining
+from .jobs import run_lock
+from ..pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_vocab_path
+from ..data.tokenizer import ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
+from .loop import TrainConfig, TrainResult, train
+from ..utils import eval_mode, resolve_precision, seed_everything, setting
+from .curves import plot_metrics
+
+RUN_NAME = "run.json"
+
+
+@dataclass(frozen=True)
+class PretrainConfig(TrainConfig):
+    """The settings of one pretraining run; each field is a `bertedu pretrain` flag.
+
+    A `TrainConfig` (the loop's optimiser, budget, batches, hardware and bookkeeping, with
+    the defaults below for small models) plus what pretraining adds: the corpus, the
+    vocabulary, how examples are built and masked, the model.
+    """
+
+    preset: str = setting("mini", f"model size: {', '.join(PRESETS)}")
+    corpus: str = setting("wiki-en", "wiki-en (embedded English Wikipedia), bible-en[:kjv|web|asv|ylt], "
+                                     "peoples-daily-zh (embedded People's Daily 1998), wordnet-en (WordNet's "
+                                     "definitions), a file in BERT format (one sentence per line, blank line between "
+                                     "documents), a folder of .txt files, or hf:NAME[:CONFIG] (Hugging Face "
+                                     "datasets; needs a network)")
+    extra_corpus: Optional[str] = setting(None, "more text to train on: corpus names as for --corpus, separated by "
+                                                "commas (e.g. bible-en:web,bible-en:kjv); all their documents are "
+                                                "training documents, the held-out documents still come from "
+                                                "--corpus alone, so runs with and without it are measured alike")
+    max_seq_length: int = setting(128, "tokens per example, [CLS] A [SEP] B [SEP] included; the paper uses 128, "
+                                       "then 512 for the last 10%% of steps (see --init-from)")
+    # vocabulary
+    vocab: Optional[str] = setting(None, "vocab.txt to use; 'minilm' for bert-base-uncased's 30,522 pieces; "
+                                         "default: train one on the corpus (WordPiece for English, one token "
+                                         "per character for Chinese)")
+    vocab_size: int = setting(8000, "size of the vocabulary trained on the corpus (WordPiece or byte-level BPE)")
+    vocab_kind: str = setting("wordpiece", "the kind of vocabulary to train when --vocab is not given: wordpiece "
+                                           "(BERT's) or bpe (RoBERTa's byte-level BPE: cased, no [UNK]; vocab.txt and "
+                                           "merges.txt). A --vocab with a merges.txt beside it is read as BPE")
+    # examples and masking
+    masking: str = setting("dynamic", "dynamic: a fresh MLM mask every epoch (RoBERTa); static: masks fixed when "
+                                      "the data set is built, dupe_factor copies (original BERT)")
+    dupe_factor: int = setting(1, "with static masking, copies of each example, each masked differently")
+    packing: str = setting("pairs", "pairs: BERT's [CLS] A [SEP] B [SEP] sentence pairs (for NSP); full-sentences: "
+                                    "RoBERTa's FULL-SENTENCES, one segment of whole sentences laid end to end across "
+                                    "documents with [SEP] between documents (MLM only: pass --no-nsp). RoBERTa's "
+                                    "objective is --packing full-sentences --no-nsp --masking dynamic")
+    whole_word: bool = setting(False, "mask whole words (all their WordPiece pieces; for Chinese, all "
+                                      "characters of a word of the corpus's own segmentation)")
+    short_seq_prob: float = setting(0.1, "probability of a shorter target length, so the model also sees "
+                                         "short inputs")
+    max_documents: Optional[int] = setting(None, "read only the first N documents of the corpus")
+    stream: bool = setting(False, "for corpora larger than memory: write the examples to OUT/examples/ shard by "
+                                  "shard (one shard of documents in memory at a time) and train from them "
+                                  "memory-mapped; held-out documents are chosen by a hash of their position")
+    shard_documents: int = setting(10_000, "with --stream, documents per shard; NotNext segments come from "
+                                           "the same shard")
+    eval_documents: float = setting(0.05, "fraction of documents held out to measure MLM and NSP accuracy")
+    max_eval_examples: int = setting(512, "held-out examples evaluated")
+    nsp: bool = setting(True, "train next sentence prediction beside the MLM; --no-nsp: MLM only, as RoBERTa "
+                              "(the examples are still sentence pairs, only the NSP label and loss go)")
+    # model
+    init_from: Optional[str] = setting(None, "a previous run's folder to start from (phase 2 at "
+                                             "--max-seq-length 512); its vocab.txt is reused. Or a masked LM "
+                                             f"shipped with the course ({', '.join(MASKED_LMS)}): its vocabulary "
+                                             "and its architecture (--preset unused)")
+    attn_implementation: str = setting("sdpa", "attention kernel: sdpa (fused) or reference (written out)")
+    # the fast path (bertedu.model.fast): same loss and gradients, less work
+    unpad: bool = setting(True, "fast path: only real tokens go through the dense layers, attention stays "
+                                "within each sequence (same loss and gradients; --no-unpad for the readable path)")
+    sparse_mlm: bool = setting(True, "fast path: the MLM head runs only on the masked positions (same loss and "
+                                     "gradients; --no-sparse-mlm for the readable path)")
+    # the loop's settings, with pretraining's defaults
+    out: str = setting("runs/pretrain", "output folder: vocab.txt, checkpoint-<step>/, metrics.jsonl, metrics.png")
+    lr: float = setting(5e-4, "peak learning rate of AdamW (small models take a larger rate than BERT-BASE's 1e-4)")
+    warmup_ratio: Optional[float] = setting(0.06, "fraction of the run spent warming the learning rate up "
+                                                  "linearly, before its linear decay to 0")
+    precision: str = setting("auto", "auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.masking not in ("static", "dynamic"):
+            raise ValueError(f"masking must be 'static' or 'dynamic', got {self.masking!r}")
+        if not 0 < self.eval_documents < 0.5:
+            raise ValueError(f"eval_documents is a fraction of the documents in (0, 0.5), got {self.eval_documents}")
+        if self.vocab_kind not in ("wordpiece", "bpe"):
+            raise ValueError(f"vocab_kind must be 'wordpiece' or 'bpe', got {self.vocab_kind!r}")
+        if self.vocab_kind == "bpe" and self.vocab is not None:
+            raise ValueError("vocab_kind chooses the vocabulary to train, and vocab names one already made: pass "
+                             "one of them (a vocab.txt with a merges.txt beside it is read as byte-level BPE)")
+        if self.vocab_kind == "bpe" and self.whole_word:
+            raise ValueError("whole_word finds words by WordPiece's ## marks; a byte-level BPE vocabulary has none. "
+                             "Drop one of them (RoBERTa masks pieces, not whole words)")
+        if self.packing not in ("pairs", "full-sentences"):
+            raise ValueError(f"packing must be 'pairs' or 'full-sentences', got {self.packing!r}")
+        if self.packing == "full-sentences" and self.nsp:
+            raise ValueError("packing full-sentences makes no sentence pairs, so there is no NSP to train: "
+                             "add --no-nsp (RoBERTa's objective is MLM only)")
+        if self.packing == "full-sentences" and self.stream:
+            raise ValueError("packing full-sentences is built in memory: it does not combine with stream")
+        if self.extra_corpus is not None and self.stream:
+            raise ValueError("extra_corpus reads its documents into memory: it does not combine with stream")
+        positions = BertConfig.preset(self.preset).max_position_embeddings  # unknown presets fail here too
+        if self.max_seq_length > positions:
+            raise ValueError(f"max_seq_length {self.max_seq_length} is above the {self.preset} model's {positions} "
+                             f"positions: use --max-seq-length {positions} or less")
+
+
+def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
+    """out/vocab.txt (and merges.txt for byte-level BPE): kept if it exists (a resumed run),
+    else copied or trained."""
+    from ..data.vocab import build_bpe_vocab, build_char_vocab, build_vocab
+    from ..pretrained import minilm_vocab_path
+
+    path = out / VOCAB_NAME
+    if path.exists():
+        return path
+    if int(os.environ.get("RANK", "0")) != 0:
+        # Under torchrun only process 0 trains the vocabulary (training is not
+        # deterministic in tie order, so each process must read the same file); the
+        # others wait for it. write_vocab renames a finished file into place.
+        _wait_for(path)
+        return path
+    if cfg.init_from in MASKED_LMS:  # a shipped masked LM reads its own vocabulary
+        copy_vocabulary(masked_lm_vocab_path(cfg.init_from), path)
+    elif cfg.init_from:  # phase 2 reads text exactly as phase 1 did
+        copy_vocabulary(Path(cfg.init_from) / VOCAB_NAME, path)
+    elif cfg.vocab == "minilm":
+        copy_vocabulary(minilm_vocab_path(), path)
+    elif cfg.vocab:
+        copy_vocabulary(Path(cfg.vocab), path)
+    elif cfg.vocab_kind == "bpe":
+        build_bpe_vocab(corpus, cfg.vocab_size, path, max_documents=cfg.max_documents)
+    elif corpus.lang == "zh":
+        build_char_vocab(corpus, path, min_count=2, max_documents=cfg.max_documents)
+    else:
+        build_vocab(corpus, cfg.vocab_size, path, max_documents=cfg.max_documents)
+    return path
+
+
+def _wait_for(path: Path, timeout_s: float = 6 * 3600) -> None:
+    """Wait until process 0 has renamed `path` into place (other torchrun processes)."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"process 0 did not write {path} within {timeout_s / 3600:.0f} hours")
+        time.sleep(1.0)
+
+
+def document_stream(cfg: PretrainConfig, corpus):
+    """The documents to pretrain on, read lazily. For Chinese whole-word masking, the
+    corpus's own words."""
+    import itertools
+
+    if cfg.whole_word and cfg.corpus == "peoples-daily-zh":
+        from ..data.corpora import peoples_daily_words
+
+        docs = ([[w for w, _ in sentence] for sentence in doc] for doc in peoples_daily_words())
+    else:
+        docs = iter(corpus)
+    return itertools.islice(docs, cfg.max_documents)
+
+
+def corpus_documents(cfg: PretrainConfig, corpus) -> list:
+    """The documents to pretrain on, as a list (see `document_stream`)."""
+    return list(document_stream(cfg, corpus))
+
+
+def is_held_out(index: int, fraction: float, seed: int) -> bool:
+    """Streaming's held-out rule: document `index` is held out with probability `fraction`,
+    decided by a hash of (seed, index) alone, so the split needs no look at the corpus."""
+    digest = hashlib.blake2b(f"bertedu-heldout:{seed}:{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2**64 < fraction
+
+
+def streamed_documents(cfg: PretrainConfig, corpus, held_out: list, max_held_out: int = 2000):
+    """Yield the training documents of the stream; put the held-out ones into `held_out`
+    (at most `max_held_out` kept: the evaluation needs only `max_eval_examples` pairs)."""
+    for index, document in enumerate(document_stream(cfg, corpus)):
+        if is_held_out(index, cfg.eval_documents, cfg.seed):
+            if len(held_out) < max_held_out:
+                held_out.append(document)
+        else:
+            yield document
+
+
+def streamed_dataset(cfg: PretrainConfig, corpus, tokenizer, out: Path):
+    """Training pairs in out/examples/ (built once, reused on --resume) and the held-out
+    documents, for `stream=True`."""
+    from ..data import PretrainingDataset
+    from ..data.stream import ExampleStore, write_pretraining_examples
+
+    folder = out / "examples"
+    held_out: list = []
+    documents = streamed_documents(cfg, corpus, held_out)
+    if int(os.environ.get("RANK", "0")) != 0:
+        # Under torchrun process 0 writes the store; the others wait for its folder, which
+        # is renamed into place only when complete.
+        _wait_for(folder / "meta.json")
+    if folder.exists():
+        for _ in documents:  # the store exists: only collect the held-out documents
+            pass
+        store = ExampleStore(folder)
+        store.check(tokenizer, cfg.max_seq_length)
+    else:
+        store = write_pretraining_examples(
+            documents, tokenizer, folder, cfg.max_seq_length, cfg.short_seq_prob, seed=cfg.seed,
+            shard_documents=cfg.shard_documents, progress=cfg.progress,
+        )
+    if len(held_out) < 2:
+        raise ValueError(
+            f"only {len(held_out)} document(s) were held out for evaluation: raise --eval-documents "
+            "or use a corpus with more documents"
+        )
+    dataset = PretrainingDataset(
+        store, mask_token_id=tokenizer.mask_token_id, vocab_size=tokenizer.vocab_size,
+        pad_token_id=tokenizer.pad_token_id, special_ids=sorted(tokenizer.special_ids),
+        masking=cfg.masking, dupe_factor=cfg.dupe_factor, whole_word=cfg.whole_word, seed=cfg.seed,
+    )
+    return dataset, held_out
+
+
+def split_documents(documents: list, fraction: float, seed: int) -> tuple[list, list]:
+    """Hold out whole documents (not sentences), so NSP's negatives can't leak across."""
+    order = list(range(len(documents)))
+    random.Random(seed).shuffle(order)
+    n_eval = max(2, round(fraction * len(documents)))  # NSP negatives need two documents
+    if len(documents) - n_eval < 2:
+        raise ValueError(f"the corpus has {len(documents)} documents: too few to hold some out for evaluation")
+    held = set(order[:n_eval])
+    train_docs = [d for i, d in enumerate(documents) if i not in held]
+    eval_docs = [d for i, d in enumerate(documents) if i in held]
+    return train_docs, eval_docs
+
+
+def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
+    """Run one pretraining job as `cfg` says (see the module docstring for the folder).
+
+    The run holds out/.lock throughout (one run per folder, bertedu.training.jobs.run_lock). A
+    user's mistake (an --out holding a run, a missing --vocab or --init-from, ...) raises
+    a bertedu.errors.UserError before any work.
+    """
+    with run_lock(cfg.out):
+        return _pretrain(cfg, resume)
+
+
+def _check_inputs(cfg: PretrainConfig, out: Path, resume: bool) -> None:
+    """The user's mistakes that can be caught before any work, as UserErrors."""
+    from ..data.tokenizer import load_vocab
+
+    if not resume and latest_checkpoint(out) is not None:
+        raise OutputFolderError(f"{out} already holds a run ({latest_checkpoint(out).name}): pass --resume to "
+                                "continue it, or choose another --out")
+    if cfg.vocab and cfg.vocab != "minilm" and not (out / VOCAB_NAME).exists():
+        with as_user_error(f"--vocab {cfg.vocab}", ValueError, FileNotFoundError):
+            load_vocab(cfg.vocab)  # exists, holds [PAD] [UNK] [CLS] [SEP] [MASK], no repeated token
+    if cfg.init_from and cfg.init_from not in MASKED_LMS and not resume:
+        if latest_checkpoint(cfg.init_from) is None:
+            raise MissingFileError(f"--init-from {cfg.init_from}: no checkpoint-<step> folder in it; pass a "
+                                   "`bertedu pretrain --out` folder that wrote at least one checkpoint")
+        if not (Path(cfg.init_from) / VOCAB_NAME).is_file():
+            raise MissingFileError(f"--init-from {cfg.init_from}: no {VOCAB_NAME} in it")
+
+
+def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
+    from ..data import collate_pretraining
+    from ..data.corpora import load_corpus
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_inputs(cfg, out, resume)
+    with as_user_error("--corpus", ValueError):  # an unknown name or a path that is not there
+        corpus = load_corpus(cfg.corpus)
+    tokenizer = load_vocab_tokenizer(prepare_vocab(cfg, corpus, out), impl="fast")
+    if cfg.whole_word and isinstance(tokenizer, ByteLevelBPETokenizer):
+        raise SettingError("--whole-word finds words by WordPiece's ## marks; the byte-level BPE vocabulary "
+                           f"{out / VOCAB_NAME} has none (RoBERTa masks pieces): drop --whole-word")
+    (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
+
+    dataset, eval_dataset = build_datasets(cfg, corpus, tokenizer, out)
+
+    seed_everything(cfg.seed)  # the initial weights come from --seed too: same command, same run
+    model = BertForPreTraining(_model_config(cfg, len(tokenizer)))
+    set_fast_path(model, unpad=cfg.unpad, sparse_mlm=cfg.sparse_mlm)
+    if cfg.init_from and not resume:
+        _load_weights(model, Path(cfg.init_from))
+
+    pad = tokenizer.pad_token_id
+
+    def collate(examples, generator):  # masks come from the data set, fixed by (seed, epoch, index)
+        batch = collate_pretraining(examples, pad_token_id=pad)
+        if not cfg.nsp:
+            del batch["next_sentence_label"]  # no label, no NSP loss: the MLM alone
+        return batch
+
+    train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision), out=str(out),
+                                 # without NSP its head gets no gradient, which DDP must be told
+                                 ddp_find_unused_parameters=cfg.ddp_find_unused_parameters or not cfg.nsp)
+    result = train(model, dataset, collate, train_cfg, eval_dataset=eval_dataset, resume=resume)
+    if result.records:
+        plot_metrics(result.records, out / "metrics.png")
+    return result
+
+
+def build_datasets(cfg: PretrainConfig, corpus, tokenizer, out: Path):
+    """(training data set, held-out data set) as a run with these settings reads them."""
+    from ..data import build_pretraining_dataset
+
+    if cfg.stream:  # examples on disk, one shard of documents in memory at a time
+        dataset, eval_docs = streamed_dataset(cfg, corpus, tokenizer, out)
+    else:
+        train_docs, eval_docs = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, cfg.seed)
+        train_docs += extra_documents(cfg)
+        dataset = build_pretraining_dataset(train_docs, tokenizer, masking=cfg.masking,
+                                            dupe_factor=cfg.dupe_factor, **_example_settings(cfg))
+    return dataset, _heldout_dataset(cfg, eval_docs, tokenizer)
+
+
+def extra_documents(cfg: PretrainConfig) -> list:
+    """The documents of --extra-corpus, in the order given: training text only."""
+    from ..data.corpora import load_corpus
+
+    docs = []
+    for spec in (cfg.extra_corpus or "").split(","):
+        if spec.strip():
+            with as_user_error("--extra-corpus", ValueError):
+                docs.extend(load_corpus(spec.strip()))
+    return docs
+
+
+def _example_settings(cfg: PretrainConfig) -> dict:
+    """How documents become examples, the same for the training and the held-out set."""
+    return dict(max_seq_length=cfg.max_seq_length, short_seq_prob=cfg.short_seq_prob,
+                whole_word=cfg.whole_word, seed=cfg.seed, packing=cfg.packing)
+
+
+def heldout_dataset(cfg: PretrainConfig, tokenizer):
+    """The held-out data set a run with these settings evaluates on (no training set built)."""
+    from ..data.corpora import load_corpus
+
+    if cfg.stream:
+        raise SettingError("heldout_dataset reads an in-memory corpus (no --stream)")
+    _, eval_docs = split_documents(corpus_documents(cfg, load_corpus(cfg.corpus)), cfg.eval_documents, cfg.seed)
+    return _heldout_dataset(cfg, eval_docs, tokenizer)
+
+
+def _heldout_dataset(cfg: PretrainConfig, eval_docs, tokenizer):
+    from ..data import build_pretraining_dataset
+
+    # Held-out examples get one fixed mask each, so every evaluation sees the same task.
+    eval_dataset = build_pretraining_dataset(eval_docs, tokenizer, masking="static", **_example_settings(cfg))
+    eval_dataset.examples = eval_dataset.examples[: cfg.max_eval_examples]
+    return eval_dataset
+
+
+def _model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
+    if cfg.max_seq_length > 512:
+        raise SettingError(f"max_seq_length {cfg.max_seq_length} is above BERT's 512 positions")
+    if cfg.init_from in MASKED_LMS:  # a shipped masked LM: its own architecture, not --preset's
+        shipped = json.loads((masked_lm_dir(cfg.init_from) / "config.json").read_text(encoding="utf-8"))
+        config = BertConfig(**{**shipped, "attn_implementation": cfg.attn_implementation})
+        if cfg.max_seq_length > config.max_position_embeddings:
+            raise SettingError(f"--init-from {cfg.init_from} has {config.max_position_embeddings} positions, "
+                               f"fewer than --max-seq-length {cfg.max_seq_length}")
+        return config
+    return BertConfig.preset(cfg.preset, vocab_size=vocab_size, attn_implementation=cfg.attn_implementation)
+
+
+def _load_weights(model: torch.nn.Module, run_dir: Path) -> None:
+    if str(run_dir) in MASKED_LMS:  # shipped weights, sha256-checked as they load
+        model.load_state_dict(load_masked_lm(str(run_dir))[0].state_dict())
+        return
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        raise MissingFileError(f"--init-from {run_dir}: no checkpoint-<step> folder in it")
+    load_weights(checkpoint, model)
+
+
+def load_pretrained(run_dir: str | Path, impl: str = "fast"):
+    """(BertForPreTraining in eval mode, tokenizer) from a pretraining run's folder."""
+    run_dir = Path(run_dir)
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        raise MissingFileError(f"{run_dir} has no checkpoint-<step> folder: is it a `bertedu pretrain --out` folder?")
+    model = load_weights(checkpoint, BertForPreTraining(BertConfig(**read_config(checkpoint))))
+    tokenizer = load_vocab_tokenizer(run_dir / VOCAB_NAME, impl=impl)
+    return model.eval(), tokenizer
+
+
+@torch.no_grad()
+def fill_mask(model: BertForPreTraining, tokenizer, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
+    """Top-k predictions (token, probability) for each [MASK] in `text`."""
+    enc = tokenizer.encode(text)
+    ids = torch.tensor([enc.input_ids])
+    positions = (ids[0] == tokenizer.mask_token_id).nonzero().flatten()
+    if len(positions) == 0:
+        raise SettingError(f"no [MASK] in {text!r}: write [MASK] where the model should fill in a word")
+    with eval_mode(model):
+        logits = model(ids, torch.tensor([enc.token_type_ids])).mlm_logits[0, positions]  # (M, V)
+    probs = logits.softmax(-1)
+    special = torch.tensor(sorted(tokenizer.special_ids))
+    probs[:, special] = 0.0  # a special token is never a word to fill in
+    top = probs.topk(top_k, dim=-1)
+    return [
+        [(tokenizer.convert_ids_to_tokens([i])[0], p) for i, p in zip(row_ids.tolist(), row_p.tolist())]
+        for row_ids, row_p in zip(top.indices, top.values)
+    ]
