@@ -1,0 +1,138 @@
+"""The README stays a landing page, the documentation's links lead somewhere, and figures/ holds
+only the pictures the course shows (notebooks, README, slides, TEACHING.md); the pictures only
+the experiment logs in docs/ show live in docs/figures/."""
+import json
+import re
+import unicodedata
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+README_MAX_LINES = 260
+LINKED_PAGES = [README, REPO / "TEACHING.md", *sorted((REPO / "docs").glob("*.md")),
+                *sorted((REPO / "notes").glob("*.md"))]
+
+FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.S | re.M)
+INLINE_CODE = re.compile(r"`[^`\n]*`")
+LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
+
+
+def prose(text: str) -> str:
+    """The text with fenced code blocks and inline code removed: links there are not links."""
+    return INLINE_CODE.sub("", FENCE.sub("", text))
+
+
+def links(path: Path) -> list[str]:
+    return LINK.findall(prose(path.read_text(encoding="utf-8")))
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = heading.strip().lower()
+    kept = "".join(ch for ch in text
+                   if ch in " -_" or unicodedata.category(ch)[0] in "LN")
+    return kept.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in HEADING.findall(FENCE.sub("", path.read_text(encoding="utf-8"))):
+        base = slug(INLINE_CODE.sub(lambda m: m.group(0)[1:-1], heading))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.add(base if n == 0 else f"{base}-{n}")
+    return out
+
+
+def test_slug_follows_githubs_rule():
+    assert slug("The library's layers") == "the-librarys-layers"
+    assert slug("Same command, same run; the levers (2026-12-01)") == "same-command-same-run-the-levers-2026-12-01"
+    assert slug("Shipped: course-en and course-zh") == "shipped-course-en-and-course-zh"
+
+
+def test_readme_is_a_landing_page():
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines <= README_MAX_LINES, (
+        f"README.md has {lines} lines (at most {README_MAX_LINES}): move experiment logs to a page in docs/ "
+        "and link it from the README's results table")
+
+
+def test_readme_keeps_the_install_and_test_commands_ci_runs():
+    """.ci/run installs exactly as the README says and runs its test command."""
+    text = README.read_text(encoding="utf-8")
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    for command in ("pip install torch==2.13.0", 'pip install -e ".[course]"'):
+        assert f"```bash\n{command}\n```" in text, command
+        assert command.replace("pip install", "pip install --quiet") in ci, command
+    assert "```bash\npytest\n```" in text and ci.rstrip().endswith("\npytest")
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_relative_links_lead_to_files_and_headings_that_exist(page):
+    broken = []
+    for target in links(page):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+            continue
+        file_part, _, anchor = target.partition("#")
+        dest = (page.parent / file_part).resolve() if file_part else page
+        if not dest.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{target} (no heading #{anchor} in {dest.relative_to(REPO)})")
+    assert not broken, f"{page.relative_to(REPO)}: broken links: {broken}"
+
+
+def test_every_page_in_docs_is_linked_from_the_readme():
+    linked = {(README.parent / t.partition("#")[0]).resolve() for t in links(README)}
+    pages = sorted((REPO / "docs").glob("*.md"))
+    assert pages, "docs/ has no pages"
+    assert [p.name for p in pages if p.resolve() not in linked] == []
+
+
+def notebook_figure_names() -> tuple[set[str], list[str]]:
+    """Figure file names the notebooks show: `figures/NAME.png` in any cell, and the names
+    passed to save_figure (an f-string's {...} parts become a wildcard)."""
+    names, patterns = set(), []
+    call = re.compile(r"save_figure\([^,]+,\s*(f?)([\"'])(.+?)\2")
+    for nb in sorted((REPO / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(nb.read_text(encoding="utf-8"))["cells"]:
+            source = "".join(cell["source"])
+            names.update(re.findall(r"(?<![\w/])figures/([\w.-]+\.png)", source))
+            for is_f, _, name in call.findall(source):
+                if is_f:
+                    patterns.append(re.sub(r"\{[^}]*\}", "*", name) + ".png")
+                else:
+                    names.add(name + ".png")
+    return names, patterns
+
+
+def text_figure_names(paths) -> set[str]:
+    """`figures/NAME.png` (the top-level folder, not docs/figures/) mentioned in these files."""
+    names = set()
+    for path in paths:
+        names.update(re.findall(r"(?<![\w/])figures/([\w.-]+\.png)", path.read_text(encoding="utf-8")))
+    return names
+
+
+def test_figures_holds_only_pictures_the_course_shows():
+    names, patterns = notebook_figure_names()
+    assert {"sqrt_dk.png", "qa_span_decoding.png"} <= names  # the collector finds plain save_figure names
+    assert "finetune_*.png" in patterns                      # and the f-string names of notebooks 08 and 09
+    shown = names | text_figure_names([README, REPO / "TEACHING.md", REPO / "bertedu" / "course" / "slides.py"])
+    unshown = [p.name for p in sorted((REPO / "figures").glob("*.png"))
+               if p.name not in shown and not any(fnmatch(p.name, pat) for pat in patterns)]
+    assert unshown == [], (
+        f"figures/ holds {unshown}, which no notebook, the README, the slides or TEACHING.md shows: "
+        "`git mv` them to docs/figures/ and link them from the docs page that shows them")
+
+
+def test_every_picture_in_docs_figures_is_shown_by_a_docs_page_or_the_notes():
+    pages = [*sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "notes").glob("*.md"))]
+    shown = {(page.parent / t.partition("#")[0]).resolve() for page in pages for t in links(page)}
+    orphans = [p.name for p in sorted((REPO / "docs" / "figures").glob("*.png")) if p.resolve() not in shown]
+    assert orphans == []
