@@ -535,20 +535,27 @@ def _check_out(cfg: FinetuneConfig, out: Path, resume: bool) -> None:
                                 "--resume to continue it, --overwrite to start afresh, or choose another --out")
 
 
-def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
+def _load_task_data(cfg: FinetuneConfig):
+    """The run's task (its columns, subsampled as asked), which must have train and dev splits."""
     from ..data.task_data import load_task
-    from .curves import plot_metrics
 
-    start_time = time.perf_counter()
-    out = Path(cfg.out)
-    _check_out(cfg, out, resume)
-    _check_init(cfg)
     columns = {k: getattr(cfg, k) for k in ("text_column", "text_pair_column", "label_column") if getattr(cfg, k)}
     task = load_task(cfg.task, seed=cfg.data_seed, **columns)
     if cfg.max_train is not None or cfg.max_eval is not None:
         task = task.subsample(cfg.max_train, cfg.max_eval, cfg.data_seed)
     if not task.train or not task.dev:
         raise SettingError(f"{task.name} needs a train and a dev split to fine-tune and select on; got {task.summary()}")
+    return task
+
+
+def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
+    from .curves import plot_metrics
+
+    start_time = time.perf_counter()
+    out = Path(cfg.out)
+    _check_out(cfg, out, resume)
+    _check_init(cfg)
+    task = _load_task_data(cfg)
     model, tokenizer = build_model(cfg, task, out)
     if cfg.teacher is not None:
         attach_task_teacher(model, cfg.teacher, task, out / VOCAB_NAME, cfg.soft_weight, cfg.temperature,
