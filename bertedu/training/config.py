@@ -36,8 +36,12 @@ class TrainConfig:
     max_grad_norm: Optional[float] = setting(1.0, "clip the global gradient norm to this; None: no clipping "
                                                   "(the norm is still logged)")
     warmup_steps: int = setting(0, "steps of linear learning-rate warm-up before the linear decay to 0 "
-                                   "(needs a step budget; see warmup_ratio)")
+                                   "(needs a step budget); above 0 it is used instead of warmup_ratio")
     warmup_ratio: Optional[float] = setting(None, "warm-up as a fraction of the budget, instead of warmup_steps")
+    warmup_offset: int = setting(0, "updates the warm-up counts as made before the first one: 0 is BERT's "
+                                    "schedule (the first update's learning rate is 0); 1 gives the first update "
+                                    "1/warmup of the peak and the last warm-up update the peak (the minilm-mlm "
+                                    "recipe's schedule); needs a step budget")
     # budget: the first one reached stops the run (at least one is needed)
     steps: Optional[int] = setting(None, "stop after this many optimiser steps")
     epochs: Optional[float] = setting(None, "stop after this many passes over the training data")
@@ -79,6 +83,12 @@ class TrainConfig:
             raise ValueError(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio}")
         if self.device is not None:
             resolve_device(self.device)  # a device this machine lacks fails here, before any data is read
+        if self.warmup_offset not in (0, 1):
+            raise ValueError(f"warmup_offset is 0 (BERT's warm-up) or 1 (the first update counted), "
+                             f"got {self.warmup_offset}")
+        if self.warmup_offset and (self.max_tokens is not None or self.time_budget is not None):
+            raise ValueError("warmup_offset counts updates: it needs a step budget (steps or epochs), "
+                             "not max_tokens or time_budget")
         if self.warmup_steps and self.steps is None and self.epochs is None:
             raise ValueError(
                 "warmup_steps needs a step budget (steps or epochs) to place the decay; "

@@ -35,7 +35,7 @@ import math
 import time
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 import torch.distributed as dist
@@ -90,44 +90,72 @@ _NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase) + (
 )
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+def param_groups(model: nn.Module, weight_decay: float,
+                 peak_lrs: Optional[dict[str, float]] = None) -> list[dict]:
     """AdamW parameter groups: weight decay on weight matrices and embeddings only.
 
     Biases and normalisation weights (every LayerNorm, the embeddings' one included) get
     none: decaying a LayerNorm gain towards 0 would shrink the activations it is there to
     scale, and the original BERT excludes both ("LayerNorm", "bias"). A tied weight (the
-    MLM decoder = word embeddings) appears once. Each group lists its `names` for reading.
+    MLM decoder = word embeddings) appears once; a frozen one (requires_grad False) not at
+    all. Each group lists its `names` for reading.
+
+    peak_lrs: parameter-name prefix -> that part's own peak learning rate, e.g.
+    {"mlm.": 2e-3} for a fresh MLM head on a pretrained encoder (the minilm-mlm recipe).
+    Its parameters get groups of their own that carry it as `peak_lr`; the schedule scales
+    it where the other groups follow the config's lr. Without peak_lrs: two groups, decay
+    then no decay.
     """
     norm_params = {id(p) for m in model.modules() if isinstance(m, _NORM_TYPES) for p in m.parameters(recurse=False)}
-    decay: list[tuple[str, nn.Parameter]] = []
-    no_decay: list[tuple[str, nn.Parameter]] = []
+    prefixes = list(peak_lrs or {})
+    members: dict[tuple, list[tuple[str, nn.Parameter]]] = {}
     for name, p in model.named_parameters():  # named_parameters() skips tied duplicates
         if not p.requires_grad:
             continue
-        (no_decay if name.endswith("bias") or id(p) in norm_params else decay).append((name, p))
-    return [
-        {"params": [p for _, p in decay], "names": [n for n, _ in decay], "weight_decay": weight_decay},
-        {"params": [p for _, p in no_decay], "names": [n for n, _ in no_decay], "weight_decay": 0.0},
-    ]
+        prefix = next((k for k in prefixes if name.startswith(k)), None)
+        no_decay = name.endswith("bias") or id(p) in norm_params
+        members.setdefault((prefix, no_decay), []).append((name, p))
+    groups = []
+    for prefix, no_decay in [(None, False), (None, True)] + [(k, d) for k in prefixes for d in (False, True)]:
+        named = members.get((prefix, no_decay), [])
+        if prefix is not None and not named:
+            continue
+        group = {"params": [p for _, p in named], "names": [n for n, _ in named],
+                 "weight_decay": 0.0 if no_decay else weight_decay}
+        if prefix is not None:
+            group["peak_lr"] = peak_lrs[prefix]
+        groups.append(group)
+    return groups
 
 
-def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device,
+                   peak_lrs: Optional[dict[str, float]] = None) -> torch.optim.AdamW:
     """AdamW over `param_groups`; fused (one kernel for every parameter, instead of a loop
     over parameter tensors) on a GPU, or wherever `cfg.fused_adamw` asks for it."""
     fused = device.type == "cuda" if cfg.fused_adamw is None else cfg.fused_adamw
     return torch.optim.AdamW(
-        param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused or None
+        param_groups(model, cfg.weight_decay, peak_lrs), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused or None
     )
 
 
-def linear_schedule(step: float, warmup_steps: float, total_steps: float) -> float:
+def set_learning_rates(optimizer: torch.optim.Optimizer, lr: float, multiplier: float) -> None:
+    """This step's rates: `lr` (the config's peak times the schedule's multiplier) for
+    every group, except a group with its own `peak_lr`, which gets peak_lr * multiplier."""
+    for group in optimizer.param_groups:
+        group["lr"] = group["peak_lr"] * multiplier if "peak_lr" in group else lr
+
+
+def linear_schedule(step: float, warmup_steps: float, total_steps: float, warmup_offset: int = 0) -> float:
     """Learning-rate multiplier: 0 -> 1 linearly over warmup_steps, then 1 -> 0 at total_steps.
 
     `step` is the number of updates already made (the update about to happen uses this
     value); floats work too, e.g. (fraction of budget used, warmup fraction, 1.0).
+    warmup_offset 1 counts the update about to happen in the warm-up: (step + 1) / warmup,
+    so the first update gets 1/warmup of the peak rather than BERT's 0 (the minilm-mlm
+    recipe's schedule); the decay is the same.
     """
     if step < warmup_steps:
-        return step / warmup_steps
+        return (step + warmup_offset) / warmup_steps
     span = total_steps - warmup_steps
     return max(0.0, (total_steps - step) / span) if span > 0 else 0.0
 
@@ -139,12 +167,14 @@ def clip_gradients(model: nn.Module, max_norm: Optional[float]) -> torch.Tensor:
 
 
 def _lr_multiplier(cfg: TrainConfig, max_steps: Optional[int], state: TrainState) -> float:
+    # warm-up: warmup_steps when given (above 0), else warmup_ratio of the budget
+    by_steps = bool(cfg.warmup_steps) or cfg.warmup_ratio is None
     if cfg.max_tokens is None and cfg.time_budget is None:  # a step budget: the plain schedule
-        warmup = cfg.warmup_steps if cfg.warmup_ratio is None else cfg.warmup_ratio * max_steps
-        return linear_schedule(state.step, warmup, max_steps)
+        warmup = cfg.warmup_steps if by_steps else cfg.warmup_ratio * max_steps
+        return linear_schedule(state.step, warmup, max_steps, cfg.warmup_offset)
     # A token or time budget: the schedule runs on the fraction of the budget used.
     warmup = cfg.warmup_ratio if cfg.warmup_ratio is not None else 0.0
-    if max_steps is not None and cfg.warmup_ratio is None:
+    if max_steps is not None and by_steps:
         warmup = cfg.warmup_steps / max_steps
     return linear_schedule(_budget_fraction(cfg, max_steps, state), warmup, 1.0)
 
@@ -247,6 +277,8 @@ def train(
     eval_dataset=None,
     resume: bool = False,
     stop_at_step: Optional[int] = None,
+    peak_lrs: Optional[dict[str, float]] = None,
+    evaluator: Optional[Callable[[nn.Module], dict]] = None,
 ) -> TrainResult:
     """Train `model` on `dataset` as `config` says; see the module docstring for the contract.
 
@@ -254,20 +286,25 @@ def train(
         damaged newest checkpoint is skipped, with a warning, for the newest intact one.
     stop_at_step: stop (and checkpoint) after this step although the budget runs on, to
         split one run over several sessions; the schedule is the full run's.
+    peak_lrs: parameter-name prefix -> its own peak learning rate (`param_groups`).
+    evaluator: evaluator(model) -> dict of held-out numbers, called where `eval_dataset`
+        would be evaluated, instead of it (e.g. a fixed measure of its own masks and
+        batches); the numbers are logged with the prefix eval_.
     Raises TrainingDivergedError on a NaN / infinite loss, before any update or checkpoint;
     TrainingInterrupted on SIGINT / SIGTERM, after finishing the step and checkpointing it;
     OutputFolderError when another live process holds config.out (bertedu.training.jobs.run_lock).
     """
     with run_lock(config.out) if config.out else contextlib.nullcontext(), stop_signals() as stop:
-        return _train(model, dataset, collate, config, eval_dataset, resume, stop_at_step, stop)
+        return _train(model, dataset, collate, config, resume, stop_at_step, stop, peak_lrs,
+                      _held_out_measure(config, eval_dataset, collate, evaluator))
 
 
-def _train(model, dataset, collate: Collate, config: TrainConfig, eval_dataset, resume: bool,
-           stop_at_step: Optional[int], stop: StopSignals) -> TrainResult:
+def _train(model, dataset, collate: Collate, config: TrainConfig, resume: bool, stop_at_step: Optional[int],
+           stop: StopSignals, peak_lrs: Optional[dict[str, float]], held_out) -> TrainResult:
     cfg = config
     ctx = setup_distributed(cfg.device)
     model.to(ctx.device)
-    optimizer = make_optimizer(model, cfg, ctx.device)
+    optimizer = make_optimizer(model, cfg, ctx.device, peak_lrs)
     steps_per_epoch = steps_in_epoch(len(dataset), cfg, ctx.world_size)
     max_steps = _step_budget(cfg, steps_per_epoch)
     state, checkpoint, records = _start_or_resume(model, optimizer, cfg, ctx, len(dataset), resume)
@@ -283,9 +320,9 @@ def _train(model, dataset, collate: Collate, config: TrainConfig, eval_dataset, 
         while not (stopped_by := _stop_reason(cfg, max_steps, state, stop_at_step)):
             # 1. this step's global batch (our share of it) and learning rate
             epoch, batch_in_epoch, micro_batches = next(batches)
-            lr = cfg.lr * _lr_multiplier(cfg, max_steps, state)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+            multiplier = _lr_multiplier(cfg, max_steps, state)
+            lr = cfg.lr * multiplier
+            set_learning_rates(optimizer, lr, multiplier)
             # 2. gradients of the mean loss over the global batch
             model.train()
             sums, parts = _forward_backward(net, ddp, micro_batches, autocast, ctx.device)
@@ -310,18 +347,11 @@ def _train(model, dataset, collate: Collate, config: TrainConfig, eval_dataset, 
 
             # 6. log, evaluate, checkpoint (process 0 writes; all take part)
             if state.step % cfg.log_every == 0 or last:
-                speed = (state.tokens_seen - window[0]) / max(state.elapsed_s - window[1], 1e-9)
-                window = (state.tokens_seen, state.elapsed_s)
-                records.append(_log(cfg, ctx, {
-                    "step": state.step, "epoch": epoch, "loss": loss,
-                    "mlm_loss": mlm_loss if "mlm_loss" in parts else None,
-                    "nsp_loss": nsp_loss if "nsp_loss" in parts else None,
-                    "lr": lr, "grad_norm": grad_norm, "tokens": state.tokens_seen,
-                    "tokens_per_s": speed, "elapsed": state.elapsed_s,
-                }))
-            if eval_dataset is not None and ((cfg.eval_every and state.step % cfg.eval_every == 0) or last):
-                last_eval = evaluate(model, eval_dataset, collate, cfg.eval_batch_size or cfg.batch_size,
-                                     cfg.seed, device=ctx.device, precision=cfg.precision)
+                numbers = {"loss": loss, "mlm_loss": mlm_loss if "mlm_loss" in parts else None,
+                           "nsp_loss": nsp_loss if "nsp_loss" in parts else None, "lr": lr, "grad_norm": grad_norm}
+                window = _log_step(cfg, ctx, state, epoch, numbers, window, records)
+            if held_out is not None and ((cfg.eval_every and state.step % cfg.eval_every == 0) or last):
+                last_eval = held_out(model, ctx.device)
                 records.append(_log(cfg, ctx, {"step": state.step, **{f"eval_{k}": v for k, v in last_eval.items()}}))
             if cfg.out and ((cfg.save_every and state.step % cfg.save_every == 0) or last or signum):
                 checkpoint = _save(model, optimizer, cfg, ctx, state, len(dataset))
@@ -332,6 +362,28 @@ def _train(model, dataset, collate: Collate, config: TrainConfig, eval_dataset, 
 
 
 # ---- helpers of train() ------------------------------------------------------------------
+def _held_out_measure(cfg: TrainConfig, eval_dataset, collate: Collate,
+                      evaluator: Optional[Callable[[nn.Module], dict]]):
+    """measure(model, device) -> held-out numbers: the evaluator's, or `evaluate` on
+    eval_dataset with the training collate; None when there is neither."""
+    if evaluator is not None:
+        return lambda model, device: evaluator(model)
+    if eval_dataset is None:
+        return None
+    return lambda model, device: evaluate(model, eval_dataset, collate, cfg.eval_batch_size or cfg.batch_size,
+                                          cfg.seed, device=device, precision=cfg.precision)
+
+
+def _log_step(cfg: TrainConfig, ctx: DistContext, state: TrainState, epoch: int, numbers: dict,
+              window: tuple[int, float], records: list) -> tuple[int, float]:
+    """Log one training record (the step's numbers, tokens and speed since the last one);
+    return the new window (tokens, elapsed seconds) the next record's speed starts from."""
+    speed = (state.tokens_seen - window[0]) / max(state.elapsed_s - window[1], 1e-9)
+    records.append(_log(cfg, ctx, {"step": state.step, "epoch": epoch, **numbers, "tokens": state.tokens_seen,
+                                   "tokens_per_s": speed, "elapsed": state.elapsed_s}))
+    return state.tokens_seen, state.elapsed_s
+
+
 def _step_budget(cfg: TrainConfig, steps_per_epoch: int) -> Optional[int]:
     """The step budget: steps, or the steps of `epochs` epochs, whichever comes first."""
     if cfg.epochs is None:

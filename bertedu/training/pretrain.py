@@ -13,6 +13,32 @@ notebook calls it directly. Everything a run makes lands in one output folder:
 The paper's two phases are two commands: 90% of the steps at sequence length 128, then
 10% at 512 starting from the first phase's weights (`init_from`), which `--max-seq-length
 512` needs anyway to learn the positions beyond 128 (Devlin et al. 2019, appendix A.2).
+
+The minilm-mlm recipe (a real masked LM from all-MiniLM-L6-v2, which ships without an MLM
+head; notes/minilm_mlm.md, notebook 06's last section) is a set of options of the same run:
+
+    bertedu pretrain --init-from minilm --packing documents --no-nsp --freeze-word-embeddings \
+        --unigram-bias --lr 2e-4 --head-lr 2e-3 --warmup-steps 20 --warmup-offset 1 --steps 400
+
+    --init-from minilm         MiniLM's encoder and pooler, fresh MLM and NSP heads (drawn from --seed),
+                               the decoder tied to MiniLM's word embeddings, its vocabulary
+    --unigram-bias             the decoder bias starts at the training text's log unigram frequencies
+    --freeze-word-embeddings   MiniLM's word embeddings (and so the decoder weight) stay fixed
+    --head-lr                  the MLM head's own peak rate (the loop's `peak_lrs`)
+    --packing documents        `[CLS] pieces [SEP]` runs of whole documents, masked afresh each batch
+                               (`bertedu.data.documents`); measured by `heldout.masked_accuracy`
+                               on wiki-en's held-out documents (fixed split, seed 0, fp32)
+    --warmup-offset 1          the first update gets 1/warmup of the peak rate (the recipe's schedule)
+
+Fed the same batches from the same start, this gives the losses, gradients and weights of
+`python -m bertedu.training.mlm_adapt train`, the separate pipeline that made minilm-mlm
+(tests/test_pretrain_minilm_recipe.py), removed since. What differs is where the random
+numbers come from: the loop orders the sequences by its own epoch permutation (a fresh
+`torch.randperm` seeded by seed + epoch; the incomplete last batch of an epoch is dropped,
+where mlm_adapt shuffled with `random.Random(seed)` and carried the rest into the next
+epoch), each micro-batch's masks come from a generator seeded by (seed, step, slot) (mlm_adapt:
+one generator seeded seed + 1, drawn batch after batch), and dropout from seed (mlm_adapt:
+seed + 2). So the same --seed draws other batches, masks and dropout than the old run did.
 """
 
 from __future__ import annotations
@@ -21,7 +47,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,19 +55,22 @@ from typing import Optional
 import torch
 
 from .checkpoint import latest_checkpoint, load_weights, read_config
+from ..data.documents import split_documents
 from ..model.config import PRESETS, BertConfig
 from ..model.constants import VOCAB_NAME
 from ..errors import MissingFileError, OutputFolderError, SettingError, as_user_error
 from ..model.fast import set_fast_path
 from ..model.heads import BertForPreTraining
 from .jobs import run_lock
-from ..pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_vocab_path
+from ..pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_vocab_path, minilm_vocab_path
 from ..data.tokenizer import ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
 from .loop import TrainConfig, TrainResult, train
 from ..utils import eval_mode, resolve_precision, seed_everything, setting
 from .curves import plot_metrics
 
 RUN_NAME = "run.json"
+MINILM = "minilm"  # --init-from minilm: the real all-MiniLM-L6-v2 given fresh heads
+PACKINGS = ("pairs", "full-sentences", "documents")
 
 
 @dataclass(frozen=True)
@@ -81,7 +109,12 @@ class PretrainConfig(TrainConfig):
     packing: str = setting("pairs", "pairs: BERT's [CLS] A [SEP] B [SEP] sentence pairs (for NSP); full-sentences: "
                                     "RoBERTa's FULL-SENTENCES, one segment of whole sentences laid end to end across "
                                     "documents with [SEP] between documents (MLM only: pass --no-nsp). RoBERTa's "
-                                    "objective is --packing full-sentences --no-nsp --masking dynamic")
+                                    "objective is --packing full-sentences --no-nsp --masking dynamic; documents: "
+                                    "each document's pieces cut into [CLS] pieces [SEP] runs that never cross a "
+                                    "document, masked afresh each batch (MLM only: --no-nsp; the minilm-mlm recipe), "
+                                    "measured by the held-out masked accuracy of notes/minilm_mlm.md")
+    mlm_probability: float = setting(0.15, "share of the training pieces selected for prediction (80/10/10 as at "
+                                           "0.15); the held-out masks always select 0.15")
     whole_word: bool = setting(False, "mask whole words (all their WordPiece pieces; for Chinese, all "
                                       "characters of a word of the corpus's own segmentation)")
     short_seq_prob: float = setting(0.1, "probability of a shorter target length, so the model also sees "
@@ -100,7 +133,19 @@ class PretrainConfig(TrainConfig):
     init_from: Optional[str] = setting(None, "a previous run's folder to start from (phase 2 at "
                                              "--max-seq-length 512); its vocab.txt is reused. Or a masked LM "
                                              f"shipped with the course ({', '.join(MASKED_LMS)}): its vocabulary "
-                                             "and its architecture (--preset unused)")
+                                             "and its architecture (--preset unused). Or minilm: the real "
+                                             "all-MiniLM-L6-v2 (no MLM head of its own) with fresh heads, the "
+                                             "decoder tied to its word embeddings; its vocabulary")
+    # a pretrained encoder given a fresh MLM head (the minilm-mlm recipe)
+    head_lr: Optional[float] = setting(None, "peak learning rate of the MLM head (mlm.*), when it should differ "
+                                             "from --lr's: a fresh head on a pretrained encoder learns faster than "
+                                             "the encoder (needs --init-from)")
+    freeze_word_embeddings: bool = setting(False, "keep the word embeddings, and so the tied MLM decoder, fixed "
+                                                  "(with --init-from minilm: MiniLM's own, which then need not ship)")
+    unigram_bias: bool = setting(False, "start the fresh MLM decoder bias at the training text's log unigram "
+                                        "frequencies, so the first steps need not learn which pieces are frequent "
+                                        "(needs --packing documents, and a fresh head: from random weights or "
+                                        "--init-from minilm)")
     attn_implementation: str = setting("sdpa", "attention kernel: sdpa (fused) or reference (written out)")
     # the fast path (bertedu.model.fast): same loss and gradients, less work
     unpad: bool = setting(True, "fast path: only real tokens go through the dense layers, attention stays "
@@ -128,26 +173,51 @@ class PretrainConfig(TrainConfig):
         if self.vocab_kind == "bpe" and self.whole_word:
             raise ValueError("whole_word finds words by WordPiece's ## marks; a byte-level BPE vocabulary has none. "
                              "Drop one of them (RoBERTa masks pieces, not whole words)")
-        if self.packing not in ("pairs", "full-sentences"):
-            raise ValueError(f"packing must be 'pairs' or 'full-sentences', got {self.packing!r}")
-        if self.packing == "full-sentences" and self.nsp:
-            raise ValueError("packing full-sentences makes no sentence pairs, so there is no NSP to train: "
+        if self.packing not in PACKINGS:
+            raise ValueError(f"packing must be one of {', '.join(PACKINGS)}, got {self.packing!r}")
+        if self.packing != "pairs" and self.nsp:
+            raise ValueError(f"packing {self.packing} makes no sentence pairs, so there is no NSP to train: "
                              "add --no-nsp (RoBERTa's objective is MLM only)")
-        if self.packing == "full-sentences" and self.stream:
-            raise ValueError("packing full-sentences is built in memory: it does not combine with stream")
+        if self.packing != "pairs" and self.stream:
+            raise ValueError(f"packing {self.packing} is built in memory: it does not combine with stream")
+        self._check_documents_recipe()
         if self.extra_corpus is not None and self.stream:
             raise ValueError("extra_corpus reads its documents into memory: it does not combine with stream")
+        if self.init_from == MINILM:
+            return  # MiniLM's own architecture (512 positions), not --preset's
         positions = BertConfig.preset(self.preset).max_position_embeddings  # unknown presets fail here too
         if self.max_seq_length > positions:
             raise ValueError(f"max_seq_length {self.max_seq_length} is above the {self.preset} model's {positions} "
                              f"positions: use --max-seq-length {positions} or less")
 
 
+    def _check_documents_recipe(self) -> None:
+        """The options of the minilm-mlm recipe, each where it means something."""
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability {self.mlm_probability}: the share of pieces to predict lies between "
+                             "0 and 1 (BERT: 0.15)")
+        if self.packing == "documents" and self.masking == "static":
+            raise ValueError("packing documents masks each batch as it is drawn: drop --masking static")
+        if self.packing == "documents" and self.whole_word and self.corpus == "peoples-daily-zh":
+            raise ValueError("packing documents finds whole words by WordPiece's ## marks; for Chinese whole words "
+                             "use --packing pairs")
+        if self.head_lr is not None and not self.init_from:
+            raise ValueError("head_lr gives the MLM head its own rate on a pretrained encoder: it needs "
+                             "--init-from (minilm, a shipped masked LM or a run); from random weights drop --head-lr")
+        if self.head_lr is not None and not self.head_lr > 0:
+            raise ValueError(f"head_lr must be positive, got {self.head_lr}")
+        if self.unigram_bias and self.packing != "documents":
+            raise ValueError("unigram_bias counts the pieces of --packing documents' sequences: add --packing "
+                             "documents, or drop --unigram-bias")
+        if self.unigram_bias and self.init_from not in (None, MINILM):
+            raise ValueError(f"unigram_bias starts a fresh decoder bias, but --init-from {self.init_from} brings a "
+                             "trained one: drop --unigram-bias (or start from --init-from minilm)")
+
+
 def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
     """out/vocab.txt (and merges.txt for byte-level BPE): kept if it exists (a resumed run),
     else copied or trained."""
     from ..data.vocab import build_bpe_vocab, build_char_vocab, build_vocab
-    from ..pretrained import minilm_vocab_path
 
     path = out / VOCAB_NAME
     if path.exists():
@@ -160,10 +230,10 @@ def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
         return path
     if cfg.init_from in MASKED_LMS:  # a shipped masked LM reads its own vocabulary
         copy_vocabulary(masked_lm_vocab_path(cfg.init_from), path)
+    elif cfg.init_from == MINILM or cfg.vocab == "minilm":
+        copy_vocabulary(minilm_vocab_path(), path)
     elif cfg.init_from:  # phase 2 reads text exactly as phase 1 did
         copy_vocabulary(Path(cfg.init_from) / VOCAB_NAME, path)
-    elif cfg.vocab == "minilm":
-        copy_vocabulary(minilm_vocab_path(), path)
     elif cfg.vocab:
         copy_vocabulary(Path(cfg.vocab), path)
     elif cfg.vocab_kind == "bpe":
@@ -253,21 +323,9 @@ def streamed_dataset(cfg: PretrainConfig, corpus, tokenizer, out: Path):
         store, mask_token_id=tokenizer.mask_token_id, vocab_size=tokenizer.vocab_size,
         pad_token_id=tokenizer.pad_token_id, special_ids=sorted(tokenizer.special_ids),
         masking=cfg.masking, dupe_factor=cfg.dupe_factor, whole_word=cfg.whole_word, seed=cfg.seed,
+        mlm_probability=cfg.mlm_probability,
     )
     return dataset, held_out
-
-
-def split_documents(documents: list, fraction: float, seed: int) -> tuple[list, list]:
-    """Hold out whole documents (not sentences), so NSP's negatives can't leak across."""
-    order = list(range(len(documents)))
-    random.Random(seed).shuffle(order)
-    n_eval = max(2, round(fraction * len(documents)))  # NSP negatives need two documents
-    if len(documents) - n_eval < 2:
-        raise ValueError(f"the corpus has {len(documents)} documents: too few to hold some out for evaluation")
-    held = set(order[:n_eval])
-    train_docs = [d for i, d in enumerate(documents) if i not in held]
-    eval_docs = [d for i, d in enumerate(documents) if i in held]
-    return train_docs, eval_docs
 
 
 def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
@@ -291,16 +349,16 @@ def _check_inputs(cfg: PretrainConfig, out: Path, resume: bool) -> None:
     if cfg.vocab and cfg.vocab != "minilm" and not (out / VOCAB_NAME).exists():
         with as_user_error(f"--vocab {cfg.vocab}", ValueError, FileNotFoundError):
             load_vocab(cfg.vocab)  # exists, holds [PAD] [UNK] [CLS] [SEP] [MASK], no repeated token
-    if cfg.init_from and cfg.init_from not in MASKED_LMS and not resume:
+    if cfg.init_from and cfg.init_from not in (*MASKED_LMS, MINILM) and not resume:
         if latest_checkpoint(cfg.init_from) is None:
             raise MissingFileError(f"--init-from {cfg.init_from}: no checkpoint-<step> folder in it; pass a "
-                                   "`bertedu pretrain --out` folder that wrote at least one checkpoint")
+                                   "`bertedu pretrain --out` folder that wrote at least one checkpoint, or one of "
+                                   f"{', '.join((MINILM, *MASKED_LMS))}")
         if not (Path(cfg.init_from) / VOCAB_NAME).is_file():
             raise MissingFileError(f"--init-from {cfg.init_from}: no {VOCAB_NAME} in it")
 
 
 def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
-    from ..data import collate_pretraining
     from ..data.corpora import load_corpus
 
     out = Path(cfg.out)
@@ -314,29 +372,119 @@ def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
                            f"{out / VOCAB_NAME} has none (RoBERTa masks pieces): drop --whole-word")
     (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
 
-    dataset, eval_dataset = build_datasets(cfg, corpus, tokenizer, out)
+    evaluator, eval_dataset = None, None
+    if cfg.packing == "documents":  # sequences in memory, masked by the collate, the fixed held-out measure
+        dataset, held_out = document_data(cfg, corpus, tokenizer)
+        collate = documents_collate(cfg, tokenizer)
+        evaluator = held_out_measure(cfg, tokenizer, held_out)
+    else:  # examples built (and with static masking masked) ahead
+        dataset, eval_dataset = build_datasets(cfg, corpus, tokenizer, out)
+        collate = examples_collate(cfg, tokenizer)
+    model = initial_model(cfg, tokenizer, dataset if cfg.unigram_bias else None, resume)
 
-    seed_everything(cfg.seed)  # the initial weights come from --seed too: same command, same run
-    model = BertForPreTraining(_model_config(cfg, len(tokenizer)))
-    set_fast_path(model, unpad=cfg.unpad, sparse_mlm=cfg.sparse_mlm)
-    if cfg.init_from and not resume:
-        _load_weights(model, Path(cfg.init_from))
+    train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision), out=str(out),
+                                 # without NSP its head gets no gradient, which DDP must be told
+                                 ddp_find_unused_parameters=cfg.ddp_find_unused_parameters or not cfg.nsp)
+    peak_lrs = {"mlm.": cfg.head_lr} if cfg.head_lr is not None else None
+    result = train(model, dataset, collate, train_cfg, eval_dataset=eval_dataset, resume=resume,
+                   peak_lrs=peak_lrs, evaluator=evaluator)
+    if result.records:
+        plot_metrics(result.records, out / "metrics.png")
+    return result
+
+
+def examples_collate(cfg: PretrainConfig, tokenizer):
+    """collate(examples, generator) for --packing pairs / full-sentences: the examples come
+    masked from the data set, fixed by (seed, epoch, index); without NSP its label goes."""
+    from ..data import collate_pretraining
 
     pad = tokenizer.pad_token_id
 
-    def collate(examples, generator):  # masks come from the data set, fixed by (seed, epoch, index)
+    def collate(examples, generator):
         batch = collate_pretraining(examples, pad_token_id=pad)
         if not cfg.nsp:
             del batch["next_sentence_label"]  # no label, no NSP loss: the MLM alone
         return batch
 
-    train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision), out=str(out),
-                                 # without NSP its head gets no gradient, which DDP must be told
-                                 ddp_find_unused_parameters=cfg.ddp_find_unused_parameters or not cfg.nsp)
-    result = train(model, dataset, collate, train_cfg, eval_dataset=eval_dataset, resume=resume)
-    if result.records:
-        plot_metrics(result.records, out / "metrics.png")
-    return result
+    return collate
+
+
+def documents_collate(cfg: PretrainConfig, tokenizer):
+    """collate(sequences, generator) for --packing documents: pad, then mask
+    (--mlm-probability, 80/10/10; whole words with --whole-word), every draw from the
+    generator the loop seeds for this micro-batch. One segment, no NSP label."""
+    from ..data.documents import make_batch
+
+    def collate(sequences, generator):
+        ids, attention_mask, labels = make_batch(sequences, tokenizer, generator, mlm_probability=cfg.mlm_probability,
+                                                 whole_words=cfg.whole_word)
+        return {"input_ids": ids, "attention_mask": attention_mask, "labels": labels}  # (B, T) each
+
+    return collate
+
+
+def document_data(cfg: PretrainConfig, corpus, tokenizer) -> tuple[list[list[int]], list]:
+    """(training sequences, held-out documents) for --packing documents.
+
+    --corpus's documents are split by --eval-documents with a fixed seed (0, not --seed: for
+    wiki-en the 5 documents every minilm-mlm run and `bertedu distill` are measured on);
+    --extra-corpus adds training documents, never one of the held-out ones (so listing
+    --corpus again there reads its training documents twice as often). Every document
+    becomes `[CLS] pieces [SEP]` runs of --max-seq-length (`document_sequences`).
+    """
+    from ..data.documents import HELD_OUT_SEED, document_sequences
+
+    train_docs, held_out = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, HELD_OUT_SEED)
+    held = {tuple(d) for d in held_out}
+    train_docs += [d for d in extra_documents(cfg) if tuple(d) not in held]
+    return document_sequences(train_docs, tokenizer, cfg.max_seq_length), held_out
+
+
+def held_out_measure(cfg: PretrainConfig, tokenizer, held_out: list):
+    """evaluator(model) for the loop: `heldout.masked_accuracy` on the first
+    --max-eval-examples held-out sequences, masks from seed 0, as eval_ numbers."""
+    from .heldout import as_eval_record, masked_accuracy
+
+    def evaluator(model) -> dict:
+        return as_eval_record(masked_accuracy(model, tokenizer, held_out, seed=0, max_sequences=cfg.max_eval_examples))
+
+    return evaluator
+
+
+def initial_model(cfg: PretrainConfig, tokenizer, sequences=None, resume: bool = False) -> BertForPreTraining:
+    """The model a run starts from (a resumed run then loads its checkpoint over it): fresh
+    weights from --seed, a run's or a shipped model's weights, or MiniLM with fresh heads;
+    with --unigram-bias the decoder bias from `sequences`, with --freeze-word-embeddings the
+    word embeddings (and the tied decoder) fixed; the fast path as --unpad / --sparse-mlm say."""
+    from ..data.documents import unigram_log_probs
+
+    if cfg.init_from == MINILM:
+        model = minilm_with_fresh_heads(cfg.seed, cfg.attn_implementation)
+    else:
+        seed_everything(cfg.seed)  # the initial weights come from --seed too: same command, same run
+        model = BertForPreTraining(_model_config(cfg, len(tokenizer)))
+        if cfg.init_from and not resume:
+            _load_weights(model, Path(cfg.init_from))
+    if cfg.unigram_bias:
+        with torch.no_grad():
+            model.mlm.decoder.bias.copy_(unigram_log_probs(sequences, len(tokenizer), tokenizer.special_ids))
+    if cfg.freeze_word_embeddings:
+        model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    set_fast_path(model, unpad=cfg.unpad, sparse_mlm=cfg.sparse_mlm)
+    return model
+
+
+def minilm_with_fresh_heads(seed: int, attn_implementation: str = "sdpa") -> BertForPreTraining:
+    """all-MiniLM-L6-v2's encoder and pooler (`bertedu.interop.load_minilm`) inside a
+    `BertForPreTraining` whose MLM and NSP heads are fresh, drawn from `seed`; the MLM
+    decoder is tied to MiniLM's own word embeddings."""
+    from ..interop import load_minilm
+
+    bert = load_minilm()
+    seed_everything(seed)  # the heads' initialisation draws from the global generator
+    model = BertForPreTraining(dataclasses.replace(bert.config, attn_implementation=attn_implementation))
+    model.bert.load_state_dict(bert.state_dict())
+    return model
 
 
 def build_datasets(cfg: PretrainConfig, corpus, tokenizer, out: Path):
@@ -348,8 +496,8 @@ def build_datasets(cfg: PretrainConfig, corpus, tokenizer, out: Path):
     else:
         train_docs, eval_docs = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, cfg.seed)
         train_docs += extra_documents(cfg)
-        dataset = build_pretraining_dataset(train_docs, tokenizer, masking=cfg.masking,
-                                            dupe_factor=cfg.dupe_factor, **_example_settings(cfg))
+        dataset = build_pretraining_dataset(train_docs, tokenizer, masking=cfg.masking, dupe_factor=cfg.dupe_factor,
+                                            mlm_probability=cfg.mlm_probability, **_example_settings(cfg))
     return dataset, _heldout_dataset(cfg, eval_docs, tokenizer)
 
 
