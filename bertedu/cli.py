@@ -1,4 +1,4 @@
-"""`bertedu` on the command line: pretrain, finetune, distill, fill-mask.
+"""`bertedu` on the command line: pretrain, finetune, distill, fill-mask, masked-accuracy.
 
 The flags of `bertedu pretrain` are built from `PretrainConfig`'s fields, so the command
 line and the Python API cannot drift apart.
@@ -7,6 +7,7 @@ line and the Python API cannot drift apart.
     bertedu fill-mask runs/mini-en "the capital of france is [MASK] ."
     bertedu finetune --task sentiment-zh --init runs/mini-zh --out runs/ft-sentiment
     bertedu distill --teacher minilm --layers 0,2,4 --steps 600 --out runs/distil-minilm
+    bertedu masked-accuracy minilm-mlm
 
 A user's mistake (a bad value, a missing file, an --out that holds a run: a
 bertedu.errors.UserError) is printed as one line, `bertedu <command>: error: ...`, with
@@ -94,7 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pretrain a BertForPreTraining (masked LM + next sentence prediction). "
                     "A preset alone runs on the embedded English Wikipedia. The paper's two phases: "
                     "run with --max-seq-length 128, then again with --max-seq-length 512 "
-                    "--init-from <first run's --out> for the last 10% of steps.",
+                    "--init-from <first run's --out> for the last 10% of steps. The minilm-mlm recipe (MiniLM "
+                    "given an MLM head): --init-from minilm --packing documents --no-nsp --freeze-word-embeddings "
+                    "--unigram-bias --head-lr 2e-3 --lr 2e-4 --warmup-offset 1 "
+                    "(bertedu/weights/minilm-mlm/COMMAND.md).",
     )
     _add_dataclass_flags(p, PretrainConfig)
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
@@ -125,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataclass_flags(d, DistillConfig)
     d.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
 
+    _add_masked_lm_commands(sub)
+    return parser
+
+
+def _add_masked_lm_commands(sub) -> None:
+    """`bertedu fill-mask` and `bertedu masked-accuracy`: a trained masked LM's answers and measure."""
     f = sub.add_parser("fill-mask", help="top predictions for each [MASK] in a text, from a pretraining run",
                        formatter_class=_HelpFormatter)
     f.add_argument("run", help="a `bertedu pretrain --out` folder, or a masked LM shipped with the course: "
@@ -133,7 +143,17 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--top-k", type=int, default=5, help="predictions shown per [MASK] (default: 5)")
     f.add_argument("--untrained", action="store_true",
                    help="also show the same architecture with random weights (seed 0), for comparison")
-    return parser
+
+    m = sub.add_parser("masked-accuracy", formatter_class=_HelpFormatter,
+                       help="held-out masked-token accuracy of a masked LM (the measure of minilm-mlm)",
+                       description="Held-out masked-token accuracy and MLM loss on wiki-en's held-out documents "
+                                   "(bertedu.training.heldout.masked_accuracy: 128-piece sequences, 15% of the pieces "
+                                   "selected, masks fixed by --seed), printed as JSON.")
+    m.add_argument("run", help="a `bertedu pretrain --out` folder, or a masked LM shipped with the course: "
+                               + ", ".join(MASKED_LMS))
+    m.add_argument("--seed", type=int, default=0, help="seed of the masks (default: 0, as every run's measure)")
+    m.add_argument("--max-sequences", type=int, default=None,
+                   help="score only the first N held-out sequences (default: all; runs log the first 256)")
 
 
 def _config_from_args(cls, args: argparse.Namespace):
@@ -208,11 +228,17 @@ def _run(args: argparse.Namespace) -> int:
               f"{results['steps']}{' (stopped early)' if results['stopped_early'] else ''}; results in {cfg.out}")
         print(results_table(results))
         return 0
-    if args.command == "fill-mask":
-        from .training.pretrain import fill_mask, load_pretrained
-        from .pretrained import load_masked_lm
+    if args.command == "masked-accuracy":
+        from .training.heldout import masked_accuracy
+        from .training.pretrain import load_masked_lm_or_run
 
-        model, tokenizer = load_masked_lm(args.run) if args.run in MASKED_LMS else load_pretrained(args.run)
+        model, tokenizer = load_masked_lm_or_run(args.run)
+        print(json.dumps(masked_accuracy(model, tokenizer, seed=args.seed, max_sequences=args.max_sequences)))
+        return 0
+    if args.command == "fill-mask":
+        from .training.pretrain import fill_mask, load_masked_lm_or_run
+
+        model, tokenizer = load_masked_lm_or_run(args.run)
         models = [("trained", model)]
         if args.untrained:
             import torch

@@ -56,7 +56,7 @@ WEIGHTS_DIR = Path(__file__).parent / "weights"
 # BertConfig), manifest.json (the sha256 of every file read, where the vocabulary and any
 # frozen tensors come from) and model.safetensors (possibly fp16; loaded as fp32).
 MASKED_LMS = {
-    "minilm-mlm": "minilm-mlm",  # all-MiniLM-L6-v2 + MLM head, continued (bertedu.training.mlm_adapt)
+    "minilm-mlm": "minilm-mlm",  # all-MiniLM-L6-v2 + MLM head, continued (`bertedu pretrain --init-from minilm`)
     "course-zh": "course-zh",  # tiny, pretrained from random weights on People's Daily (COMMAND.md)
     "course-zh-wwm": "course-zh-wwm",  # the same recipe with whole-word masks (notebook 19)
     "course-en": "course-en",  # mini, pretrained from random weights on the embedded English Wikipedia

@@ -161,7 +161,7 @@ def test_gender_and_number_change_the_ranking(minilm_mlm):
 
 def test_held_out_masked_accuracy(minilm_mlm):
     """A slice of the recorded measure (notes/minilm_mlm.md has the figure on every held-out sequence)."""
-    from bertedu.training.mlm_adapt import masked_accuracy
+    from bertedu.training.heldout import masked_accuracy
 
     model, tokenizer = minilm_mlm
     result = masked_accuracy(model, tokenizer, seed=0, max_sequences=48)
@@ -171,122 +171,100 @@ def test_held_out_masked_accuracy(minilm_mlm):
     assert again == result  # the masks come from the seed
 
 
+def test_the_masked_accuracy_command_prints_the_measure(minilm_mlm, capsys):
+    from bertedu.cli import main
+    from bertedu.training.heldout import masked_accuracy
+
+    assert main(["masked-accuracy", "minilm-mlm", "--max-sequences", "16"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == masked_accuracy(*minilm_mlm, seed=0, max_sequences=16)
+
+
+def recipe_flags(corpus, seed=0, *more) -> list[str]:
+    """`bertedu pretrain` with the minilm-mlm recipe, a few small steps on `corpus` (CPU seconds)."""
+    return ["pretrain", "--init-from", "minilm", "--packing", "documents", "--no-nsp", "--freeze-word-embeddings",
+            "--unigram-bias", "--corpus", str(corpus), "--eval-documents", "0.2", "--batch-size", "4",
+            "--max-seq-length", "32", "--lr", "2e-4", "--head-lr", "2e-3", "--warmup-steps", "2", "--warmup-offset",
+            "1", "--max-eval-examples", "2", "--seed", str(seed), "--no-progress", "--precision", "fp32", *more]
+
+
+def small_corpus(path, words=("river", "hill", "town")):
+    """A BERT-format file: a sentence a line, documents split by blank lines."""
+    path.write_text("\n\n".join(
+        "\n".join(f"line {j} of text {i} : the {words[j % len(words)]} lies {j} miles west of the sea ."
+                  for j in range(8)) for i in range(10)) + "\n", encoding="utf-8")
+    return path
+
+
 def test_same_seed_same_weights(tmp_path):
-    """`python -m bertedu.training.mlm_adapt train` draws everything (head init, dropout, order, masks) from --seed."""
+    """The minilm-mlm recipe on `bertedu pretrain` draws everything (head initialisation, dropout,
+    order, masks) from --seed; MiniLM's word embeddings (and so the tied decoder) stay fixed."""
     from safetensors.torch import load_file
 
-    from bertedu.training.mlm_adapt import AdaptConfig, train
+    from bertedu.cli import main
+    from bertedu.interop import load_minilm
 
-    text = tmp_path / "corpus.txt"  # BERT format: a sentence a line, documents split by blank lines
-    text.write_text("\n\n".join(
-        "\n".join(f"sentence {j} of document {i} talks about rivers , hills and the sea ." for j in range(6))
-        for i in range(4)) + "\n", encoding="utf-8")
+    text = small_corpus(tmp_path / "corpus.txt")
 
-    def run(name, seed, device=None):
-        cfg = AdaptConfig(out=str(tmp_path / name), corpora=(str(text),), steps=2, batch_size=4,
-                          max_seq_length=32, eval_every=100, eval_sequences=2, seed=seed,
-                          threads=torch.get_num_threads(), device=device)
-        return load_file(str(train(cfg) / "trainable.safetensors"))
+    def run(name, seed, *more):
+        assert main([*recipe_flags(text, seed, *more), "--steps", "2", "--out", str(tmp_path / name)]) == 0
+        return load_file(str(tmp_path / name / "checkpoint-2" / "model.safetensors"))
 
-    first, second, other = run("a", 0), run("b", 0, "cpu"), run("c", 1)
+    first, second, other = run("a", 0), run("b", 0, "--device", "cpu"), run("c", 1)
     assert first.keys() == second.keys() and "mlm.dense.weight" in first
-    assert "bert.embeddings.word_embeddings.weight" not in first  # frozen: not part of the run's output
     for key in first:  # the default device is the CPU here, so --device cpu changes nothing
         assert torch.equal(first[key], second[key]), key
     assert not torch.equal(first["mlm.dense.weight"], other["mlm.dense.weight"])
+    minilm = load_minilm().state_dict()
+    assert torch.equal(first["bert.embeddings.word_embeddings.weight"], minilm["embeddings.word_embeddings.weight"])
+    assert not torch.equal(first["bert.layers.0.output_norm.weight"], minilm["layers.0.output_norm.weight"])
 
 
-def test_resume_continues_bit_for_bit(tmp_path, capsys):
-    """A run stopped after step 3 of 6 (--stop-after, or a crash after its last evaluation) and
-    continued with --resume ends with the uninterrupted run's weights, bit for bit; a resume
-    with other flags, or into a folder without one, is a one-line error; a new run will not
-    overwrite an old one."""
+def test_resume_continues_bit_for_bit(tmp_path, monkeypatch):
+    """A recipe run stopped after step 3 of 6 and continued with --resume (the shared loop's
+    checkpoints) ends with the uninterrupted run's weights and held-out measures, bit for bit."""
+    import functools
+
     from safetensors.torch import load_file
 
-    from bertedu.training.mlm_adapt import main
+    import bertedu.training.pretrain as pretrain_module
+    from bertedu.cli import main
 
-    text = tmp_path / "corpus.txt"
-    text.write_text("\n\n".join(
-        "\n".join(f"line {j} of text {i} : the {['river', 'hill', 'town'][j % 3]} lies {j} miles west ."
-                  for j in range(8)) for i in range(5)) + "\n", encoding="utf-8")
-    flags = ["--corpora", str(text), "--steps", "6", "--batch-size", "4", "--max-seq-length", "32",
-             "--eval-every", "2", "--eval-sequences", "2", "--seed", "3", "--no-progress",
-             "--threads", str(torch.get_num_threads())]
+    text = small_corpus(tmp_path / "corpus.txt")
 
     def train(name, *more):
-        return main(["train", "--out", str(tmp_path / name), *flags, *more])
+        return main([*recipe_flags(text, 3, "--steps", "6", "--eval-every", "2", "--save-every", "2"),
+                     "--out", str(tmp_path / name), *more])
 
     assert train("whole") == 0
-    assert train("parts", "--stop-after", "3") == 0  # evaluates (and saves) at steps 2 and 3
-    (tmp_path / "parts" / "trainable.safetensors").unlink()  # weights lost: the step-3 state cannot be used
-    assert train("parts", "--resume") == 2
-    assert "stopped while saving" in capsys.readouterr().err
-    assert train("parts2", "--stop-after", "3") == 0
-    capsys.readouterr()
-    assert train("parts2", "--resume", "--lr", "2e-4") == 2
-    assert "--lr 0.0001 (now 0.0002)" in capsys.readouterr().err
-    assert train("parts2") == 2
-    assert "already holds a run: pass --resume" in capsys.readouterr().err
-    assert train("empty", "--resume") == 2
-    assert "holds no resume.pt" in capsys.readouterr().err
-    assert train("parts2", "--resume") == 0
-    whole = load_file(str(tmp_path / "whole" / "trainable.safetensors"))
-    resumed = load_file(str(tmp_path / "parts2" / "trainable.safetensors"))
-    assert whole.keys() == resumed.keys()
+    with monkeypatch.context() as stop_early:
+        stop_early.setattr(pretrain_module, "train", functools.partial(pretrain_module.train, stop_at_step=3))
+        assert train("parts") == 0
+    assert train("parts") == 2  # a second run into the same folder needs --resume
+    assert train("parts", "--resume") == 0
+    whole, resumed = (load_file(str(tmp_path / name / "checkpoint-6" / "model.safetensors"))
+                      for name in ("whole", "parts"))
     for key in whole:
         assert torch.equal(whole[key], resumed[key]), key
 
-    def records(name):
-        return [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+    def evals(name):
+        records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        return [(r["step"], r["eval_mlm_accuracy"], r["eval_loss"]) for r in records if "eval_loss" in r]
 
-    held = {r["step"]: r["heldout_loss"] for r in records("whole")}
-    assert [r["step"] for r in records("parts2")] == [0, 2, 3, 4, 6]  # 3: where the first part stopped
-    assert all(r["heldout_loss"] == held[r["step"]] for r in records("parts2") if r["step"] != 3)
+    assert [step for step, *_ in evals("parts")] == [2, 3, 4, 6]  # 3: where the first part stopped
+    assert [e for e in evals("parts") if e[0] != 3] == evals("whole")
 
 
 def test_an_unknown_corpus_is_one_line(tmp_path, capsys):
-    """A corpus name mlm_adapt does not know, or a path that is not there, ends in one line, and
-    leaves no half-started run folder behind."""
-    from bertedu.training.mlm_adapt import main
+    """A corpus name the recipe does not know, or a path that is not there, ends in one line."""
+    from bertedu.cli import main
 
-    for spec in ("no-such-corpus", str(tmp_path / "missing.txt")):
-        assert main(["train", "--out", str(tmp_path / "run"), "--corpora", spec, "--steps", "1",
-                     "--no-progress"]) == 2
+    for flag, spec in (("--corpus", "no-such-corpus"), ("--extra-corpus", str(tmp_path / "missing.txt"))):
+        args = recipe_flags("wiki-en", 0, "--steps", "1", "--out", str(tmp_path / "run"))
+        assert main(args + [flag, spec]) == 2
         err = capsys.readouterr().err
-        assert f"--corpora {spec}: " in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-        assert not (tmp_path / "run").exists()
+        assert f"{flag}: " in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
-
-def test_training_device(monkeypatch):
-    """`--device`: the GPU when there is one, the CPU otherwise; CUDA without a GPU says so."""
-    from bertedu.training.mlm_adapt import training_device
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert training_device(None) == torch.device("cpu") == training_device("cpu")
-    with pytest.raises(ValueError, match=r"--device cuda:1: this machine has no CUDA GPU.*leave --device out"):
-        training_device("cuda:1")
-    with pytest.raises(ValueError, match="cpu or cuda"):
-        training_device("meta")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    assert training_device(None) == torch.device("cuda:0") == training_device("cuda")
-
-
-def test_mlm_adapt_help_describes_every_flag_and_precision_is_checked(monkeypatch, capsys):
-    import dataclasses
-
-    from bertedu.training.mlm_adapt import AdaptConfig, main
-
-    monkeypatch.setenv("COLUMNS", "1000")  # one line per flag, so each help text can be found whole
-    with pytest.raises(SystemExit):
-        main(["train", "--help"])
-    out = capsys.readouterr().out
-    for f in dataclasses.fields(AdaptConfig):
-        assert "--" + f.name.replace("_", "-") in out
-        assert f.metadata["help"].replace("%%", "%") in out, f.name
-    with pytest.raises(SystemExit):
-        main(["train", "--precision", "fp16"])
-    assert "invalid choice: 'fp16'" in capsys.readouterr().err
 
 def test_the_command_line_takes_a_shipped_name(tmp_path, capsys):
     from bertedu.cli import main
@@ -309,12 +287,13 @@ def test_the_command_line_takes_a_shipped_name(tmp_path, capsys):
     assert torch.allclose(tuned[layer], shipped[layer.removeprefix("bert.")], atol=1e-2)
 
 
-def test_mlm_probability_sets_the_share_of_training_pieces_selected(tmp_path):
+def test_mlm_probability_sets_the_share_of_training_pieces_selected():
     """`--mlm-probability`: the share of non-special pieces a training batch selects (80/10/10
-    as at BERT's 0.15); a share outside (0, 1) stops the run before anything is read."""
-    from bertedu.training.mlm_adapt import AdaptConfig, document_sequences, make_batch, train
+    as at BERT's 0.15); a share outside (0, 1) is refused before anything is read."""
+    from bertedu.data.documents import document_sequences, make_batch
     from bertedu.pretrained import minilm_vocab_path
     from bertedu.data.tokenizer import load_vocab_tokenizer
+    from bertedu.training.pretrain import PretrainConfig
 
     tokenizer = load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
     text = ["the river rises in the hills north of the town and reaches the sea in the west ."] * 40
@@ -328,15 +307,14 @@ def test_mlm_probability_sets_the_share_of_training_pieces_selected(tmp_path):
         assert abs((ids[labels >= 0] == tokenizer.mask_token_id).float().mean().item() - 0.8) < 0.03
     for share in (0.0, 1.0):
         with pytest.raises(ValueError, match=f"--mlm-probability {share}: the share of pieces to predict"):
-            train(AdaptConfig(out=str(tmp_path / "never"), mlm_probability=share))
-    assert not (tmp_path / "never").exists()
+            PretrainConfig(mlm_probability=share, steps=1)
 
 
 def test_whole_word_masking_selects_every_piece_of_a_word():
-    """`--whole-word-masking` (training only): a word's pieces are selected together and
-    corrupted the same way; piece masking splits words. Tokenizer: course-en's vocabulary."""
+    """`--whole-word` with `--packing documents` (training only): a word's pieces are selected
+    together and corrupted the same way; piece masking splits words. Tokenizer: course-en's vocabulary."""
     from bertedu.data.masking import wordpiece_word_ids
-    from bertedu.training.mlm_adapt import document_sequences, make_batch
+    from bertedu.data.documents import document_sequences, make_batch
     from bertedu.pretrained import masked_lm_vocab_path
     from bertedu.data.tokenizer import load_vocab_tokenizer
 
@@ -364,28 +342,60 @@ def test_whole_word_masking_selects_every_piece_of_a_word():
     assert split_words(False)[0] > 10  # piece masking does split words
 
 
-def test_init_continues_from_a_shipped_name_or_a_run_folder(tmp_path, minilm_mlm):
-    """`--init`: every trainable tensor comes from the shipped model or from a run's output."""
-    from safetensors.torch import save_file
+def test_the_recipe_starts_from_minilm_with_fresh_heads_or_from_the_shipped_model(minilm_mlm):
+    """`--init-from minilm`: MiniLM's encoder and pooler exactly, fresh heads from --seed, the
+    decoder tied to MiniLM's word embeddings, its bias at the unigram log-frequencies;
+    `--init-from minilm-mlm` (how r10 continued r8): every tensor the shipped model's."""
+    from bertedu.data.documents import unigram_log_probs
+    from bertedu.interop import load_minilm
+    from bertedu.training.pretrain import PretrainConfig, initial_model
 
-    from bertedu.training.mlm_adapt import load_initial_weights, minilm_with_head, trainable_state
+    tokenizer = minilm_mlm[1]
+    recipe = dict(packing="documents", nsp=False, freeze_word_embeddings=True, steps=1)
+    sequences = [[101, 2000 + i, 2001, 102] for i in range(50)]
+    model = initial_model(PretrainConfig(init_from="minilm", unigram_bias=True, seed=3, **recipe), tokenizer, sequences)
+    minilm = load_minilm().state_dict()
+    assert all(torch.equal(model.bert.state_dict()[k], v) for k, v in minilm.items())
+    assert model.mlm.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    assert not model.mlm.decoder.weight.requires_grad
+    assert torch.equal(model.mlm.decoder.bias, unigram_log_probs(sequences, len(tokenizer), tokenizer.special_ids))
+    again = initial_model(PretrainConfig(init_from="minilm", seed=3, **recipe), tokenizer)
+    other = initial_model(PretrainConfig(init_from="minilm", seed=4, **recipe), tokenizer)
+    assert torch.equal(model.mlm.dense.weight, again.mlm.dense.weight)
+    assert not torch.equal(model.mlm.dense.weight, other.mlm.dense.weight)
+    assert not again.mlm.decoder.bias.any()  # without --unigram-bias the bias starts at zero
 
-    shipped = trainable_state(minilm_mlm[0])
-    model = minilm_with_head(seed=3)
-    assert not torch.equal(model.mlm.dense.weight, shipped["mlm.dense.weight"])  # fresh heads first
-    load_initial_weights(model, "minilm-mlm")
-    assert trainable_state(model).keys() == shipped.keys()
-    for key, value in trainable_state(model).items():
-        assert torch.equal(value, shipped[key]), key
+    shipped = minilm_mlm[0].state_dict()
+    continued = initial_model(PretrainConfig(init_from="minilm-mlm", head_lr=5e-4, **recipe), tokenizer).state_dict()
+    assert continued.keys() == shipped.keys()
+    assert all(torch.equal(continued[k], v) for k, v in shipped.items())
+
+
+def test_exporting_the_shipped_weights_again_gives_the_same_files(tmp_path, minilm_mlm):
+    """`export_minilm_run` (`python -m bertedu.training.export export RUN TO --minilm`) writes what
+    ships: a run holding the shipped weights exports to the very same model.safetensors (the
+    sha256 in the shipped manifest), config.json and manifest.json. A run whose word
+    embeddings are not MiniLM's is refused."""
+    from bertedu.errors import SettingError
+    from bertedu.training.checkpoint import save_weights
+    from bertedu.training.export import export_minilm_run
 
     run = tmp_path / "run"
-    run.mkdir()
-    changed = dict(shipped, **{"mlm.dense.bias": shipped["mlm.dense.bias"] + 1.0})
-    save_file(changed, str(run / "trainable.safetensors"))
-    load_initial_weights(model, run)
-    assert torch.equal(model.mlm.dense.bias, changed["mlm.dense.bias"])
-    with pytest.raises(FileNotFoundError, match="neither a run folder"):
-        load_initial_weights(model, tmp_path / "nothing")
-    save_file({"mlm.dense.bias": shipped["mlm.dense.bias"]}, str(run / "trainable.safetensors"))
-    with pytest.raises(ValueError, match="missing"):
-        load_initial_weights(model, run)
+    save_weights(run / "checkpoint-1250", minilm_mlm[0])
+    (run / "run.json").write_text(json.dumps({"init_from": "minilm-mlm"}), encoding="utf-8")
+    folder = export_minilm_run(run, tmp_path / "minilm-mlm", "bertedu pretrain --init-from minilm-mlm ...")
+    shipped = masked_lm_dir("minilm-mlm")
+    for name in ("model.safetensors", "config.json", "manifest.json"):
+        assert (folder / name).read_bytes() == (shipped / name).read_bytes(), name
+    assert "bertedu pretrain --init-from minilm-mlm ..." in (folder / "COMMAND.md").read_text()
+
+    model = minilm_mlm[0]
+    with torch.no_grad():
+        model.bert.embeddings.word_embeddings.weight[5] += 1.0
+    try:
+        save_weights(run / "checkpoint-1251", model)
+        with pytest.raises(SettingError, match="word embeddings are not MiniLM's"):
+            export_minilm_run(run, tmp_path / "other", "...")
+    finally:
+        with torch.no_grad():
+            model.bert.embeddings.word_embeddings.weight[5] -= 1.0

@@ -48,6 +48,21 @@ FT = ["--steps", "1", "--no-progress"]
     (["finetune", "--task", "ner-en", "--max-seq-length", "600"], "max_seq_length must be in 8..512"),
     (["finetune", "--task", "no/such/file.tsv"], "unknown task 'no/such/file.tsv'"),
     (["pretrain"], "give a budget"),
+    # the minilm-mlm recipe's options, each only where it means something
+    (["pretrain", "--steps", "1", "--head-lr", "1e-3"], "--head-lr gives the MLM head its own rate on a pretrained "
+                                                        "encoder: it needs --init-from"),
+    (["pretrain", "--steps", "1", "--unigram-bias"], "--unigram-bias counts the pieces of --packing documents'"),
+    (["pretrain", "--steps", "1", "--init-from", "minilm-mlm", "--packing", "documents", "--no-nsp", "--unigram-bias"],
+     "--init-from minilm-mlm brings a trained one: drop --unigram-bias"),
+    (["pretrain", "--steps", "1", "--init-from", "minilm", "--packing", "documents"],
+     "packing documents makes no sentence pairs, so there is no NSP to train: add --no-nsp"),
+    (["pretrain", "--steps", "1", "--packing", "documents", "--no-nsp", "--masking", "static"],
+     "drop --masking static"),
+    (["pretrain", "--steps", "1", "--mlm-probability", "1.5"], "--mlm-probability 1.5: the share of pieces"),
+    (["pretrain", "--steps", "1", "--warmup-offset", "2"], "warmup_offset is 0 (BERT's warm-up) or 1"),
+    (["pretrain", "--max-tokens", "100", "--warmup-offset", "1"], "warmup_offset counts updates: it needs a step"),
+    (["pretrain", "--steps", "1", "--init-from", "minilm", "--max-seq-length", "600"],
+     "above the minilm model's 512 positions"),
 ])
 def test_a_bad_value_is_one_line(capsys, args, says):
     assert says in one_line_error(capsys, args)
@@ -91,6 +106,7 @@ def test_an_init_folder_without_a_checkpoint_is_one_line(capsys, files):
     assert f"--init {empty}: no checkpoint-<step> folder in it" in line
     line = one_line_error(capsys, ["pretrain", "--steps", "1", "--init-from", empty, "--out", str(files / "o2")])
     assert f"--init-from {empty}: no checkpoint-<step> folder in it" in line
+    assert "or one of minilm, minilm-mlm," in line  # the names it also takes
 
 
 def test_an_out_folder_that_holds_a_run_is_one_line(capsys, files):

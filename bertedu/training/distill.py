@@ -238,11 +238,11 @@ class DistillingStudent(BertForPreTraining):
 def distillation_sequences(cfg: DistillConfig, tokenizer) -> tuple[list[list[int]], list[list[int]]]:
     """(training, held-out) sequences of `[CLS] pieces [SEP]`, cut from whole documents.
 
-    Held-out: wiki-en's held-out documents (those `bertedu pretrain` and `bertedu.training.mlm_adapt`
-    hold out), whether or not wiki-en is among the training corpora.
+    Held-out: wiki-en's held-out documents (`bertedu.data.documents.wiki_en_held_out`, those
+    minilm-mlm is measured on), whether or not wiki-en is among the training corpora.
     """
     from ..data.corpora import load_corpus
-    from .mlm_adapt import document_sequences, held_out_split, wiki_en_held_out
+    from ..data.documents import document_sequences, held_out_split, wiki_en_held_out
 
     train_sequences = []
     for spec in (c.strip() for c in cfg.corpus.split(",") if c.strip()):
@@ -278,7 +278,7 @@ def task_documents(name: str) -> list[list[str]]:
 def make_collate(cfg: DistillConfig, tokenizer):
     """collate(sequences, generator) -> batch: padded ids, attention mask, and masks and labels
     when the losses need them (their draws from `generator`, which the loop seeds per batch)."""
-    from .mlm_adapt import make_batch
+    from ..data.documents import make_batch
 
     def collate(sequences, generator: torch.Generator) -> dict:
         ids, attention_mask, labels = make_batch(sequences, tokenizer, generator,

@@ -13,11 +13,13 @@ time (`manifest.json`'s `frozen_from`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from ..data.corpora import file_sha256
 from ..errors import MissingFileError, SettingError
+from ..model.config import BertConfig
 from ..model.constants import MERGES_NAME, VOCAB_NAME
 from .checkpoint import latest_checkpoint, read_config
 
@@ -103,7 +105,8 @@ def export_minilm_run(run: str | Path, to: str | Path, command: str, *, name: st
     save_file({k: v.half().contiguous() for k, v in trainable_state(state).items()}, str(to / "model.safetensors"),
               metadata={"format": "pt"})
     (to / "model.safetensors").chmod(0o644)  # readable by whoever installs the package
-    (to / "config.json").write_text(json.dumps(read_config(checkpoint), indent=2) + "\n", encoding="utf-8")
+    config = dataclasses.asdict(BertConfig(**read_config(checkpoint)))  # in BertConfig's field order
+    (to / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     manifest = {
         "kind": "BertForPreTraining",
         "files": {"model.safetensors": file_sha256(to / "model.safetensors")},

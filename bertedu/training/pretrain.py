@@ -70,6 +70,7 @@ from .curves import plot_metrics
 
 RUN_NAME = "run.json"
 MINILM = "minilm"  # --init-from minilm: the real all-MiniLM-L6-v2 given fresh heads
+MINILM_POSITIONS = 512  # all-MiniLM-L6-v2's max_position_embeddings
 PACKINGS = ("pairs", "full-sentences", "documents")
 
 
@@ -176,42 +177,41 @@ class PretrainConfig(TrainConfig):
         if self.packing not in PACKINGS:
             raise ValueError(f"packing must be one of {', '.join(PACKINGS)}, got {self.packing!r}")
         if self.packing != "pairs" and self.nsp:
+            roberta = " (RoBERTa's objective is MLM only)" if self.packing == "full-sentences" else ""
             raise ValueError(f"packing {self.packing} makes no sentence pairs, so there is no NSP to train: "
-                             "add --no-nsp (RoBERTa's objective is MLM only)")
+                             f"add --no-nsp{roberta}")
         if self.packing != "pairs" and self.stream:
             raise ValueError(f"packing {self.packing} is built in memory: it does not combine with stream")
         self._check_documents_recipe()
         if self.extra_corpus is not None and self.stream:
             raise ValueError("extra_corpus reads its documents into memory: it does not combine with stream")
-        if self.init_from == MINILM:
-            return  # MiniLM's own architecture (512 positions), not --preset's
-        positions = BertConfig.preset(self.preset).max_position_embeddings  # unknown presets fail here too
-        if self.max_seq_length > positions:
-            raise ValueError(f"max_seq_length {self.max_seq_length} is above the {self.preset} model's {positions} "
+        model = MINILM if self.init_from == MINILM else self.preset  # MiniLM's own architecture, not --preset's
+        positions = MINILM_POSITIONS if model == MINILM else BertConfig.preset(self.preset).max_position_embeddings
+        if self.max_seq_length > positions:  # an unknown preset failed just above, too
+            raise ValueError(f"max_seq_length {self.max_seq_length} is above the {model} model's {positions} "
                              f"positions: use --max-seq-length {positions} or less")
-
 
     def _check_documents_recipe(self) -> None:
         """The options of the minilm-mlm recipe, each where it means something."""
         if not 0.0 < self.mlm_probability < 1.0:
-            raise ValueError(f"mlm_probability {self.mlm_probability}: the share of pieces to predict lies between "
-                             "0 and 1 (BERT: 0.15)")
+            raise ValueError(f"--mlm-probability {self.mlm_probability}: the share of pieces to predict lies "
+                             "between 0 and 1 (BERT: 0.15)")
         if self.packing == "documents" and self.masking == "static":
-            raise ValueError("packing documents masks each batch as it is drawn: drop --masking static")
+            raise ValueError("--packing documents masks each batch as it is drawn: drop --masking static")
         if self.packing == "documents" and self.whole_word and self.corpus == "peoples-daily-zh":
-            raise ValueError("packing documents finds whole words by WordPiece's ## marks; for Chinese whole words "
-                             "use --packing pairs")
+            raise ValueError("--packing documents finds whole words by WordPiece's ## marks; for Chinese whole "
+                             "words use --packing pairs")
         if self.head_lr is not None and not self.init_from:
-            raise ValueError("head_lr gives the MLM head its own rate on a pretrained encoder: it needs "
+            raise ValueError("--head-lr gives the MLM head its own rate on a pretrained encoder: it needs "
                              "--init-from (minilm, a shipped masked LM or a run); from random weights drop --head-lr")
         if self.head_lr is not None and not self.head_lr > 0:
-            raise ValueError(f"head_lr must be positive, got {self.head_lr}")
+            raise ValueError(f"--head-lr must be positive, got {self.head_lr}")
         if self.unigram_bias and self.packing != "documents":
-            raise ValueError("unigram_bias counts the pieces of --packing documents' sequences: add --packing "
+            raise ValueError("--unigram-bias counts the pieces of --packing documents' sequences: add --packing "
                              "documents, or drop --unigram-bias")
         if self.unigram_bias and self.init_from not in (None, MINILM):
-            raise ValueError(f"unigram_bias starts a fresh decoder bias, but --init-from {self.init_from} brings a "
-                             "trained one: drop --unigram-bias (or start from --init-from minilm)")
+            raise ValueError(f"--unigram-bias starts a fresh decoder bias, but --init-from {self.init_from} brings "
+                             "a trained one: drop --unigram-bias (or start from --init-from minilm)")
 
 
 def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
@@ -570,6 +570,14 @@ def load_pretrained(run_dir: str | Path, impl: str = "fast"):
     model = load_weights(checkpoint, BertForPreTraining(BertConfig(**read_config(checkpoint))))
     tokenizer = load_vocab_tokenizer(run_dir / VOCAB_NAME, impl=impl)
     return model.eval(), tokenizer
+
+
+def load_masked_lm_or_run(name_or_run: str | Path, impl: str = "fast"):
+    """(BertForPreTraining in eval mode, tokenizer): a masked LM shipped with the course by
+    name (`bertedu.pretrained.MASKED_LMS`), else a pretraining run's folder."""
+    if str(name_or_run) in MASKED_LMS:
+        return load_masked_lm(str(name_or_run), impl=impl)
+    return load_pretrained(name_or_run, impl=impl)
 
 
 @torch.no_grad()
