@@ -27,7 +27,7 @@ def main() -> None:
     from bertedu.training.distill import student_from_teacher
     from bertedu.family.distillation import uniform_layer_map
     from bertedu.interop import load_minilm
-    from bertedu.training.mlm_adapt import document_sequences, make_batch, wiki_en_held_out
+    from bertedu.data.documents import document_sequences, make_batch, wiki_en_held_out
     from bertedu.training.pretrain import load_pretrained
     from bertedu.pretrained import minilm_vocab_path
     from bertedu.data.tokenizer import load_vocab_tokenizer

@@ -23,7 +23,7 @@ import torch
 
 
 def batches(tokenizer, length: int, sizes: list[int]) -> dict[int, dict]:
-    from bertedu.training.mlm_adapt import document_sequences, wiki_en_held_out
+    from bertedu.data.documents import document_sequences, wiki_en_held_out
 
     sequences = [s for s in document_sequences(wiki_en_held_out(), tokenizer, length) if len(s) == length]
     out = {}

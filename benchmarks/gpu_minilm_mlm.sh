@@ -13,8 +13,10 @@
 #   MLM_DEVICE [cuda]  MLM_STEPS [10000]  MLM_CORPORA [wiki-en]  MLM_EVAL_SEQUENCES [256]
 #   MLM_OUT [runs/minilm-mlm-gpu-long]  MLM_LIMIT_S [480]  hard wall-clock limit of the training
 #   PYTHON [python, else python3]
-# A run stopped by the limit keeps its last evaluation's weights and is measured as it is;
-# running the script again continues it from there (--resume, bit for bit on the CPU).
+# The recipe is `bertedu pretrain`'s (bertedu/weights/minilm-mlm/COMMAND.md): MiniLM with a fresh
+# MLM head, documents cut into [CLS] pieces [SEP] runs, the word embeddings frozen. A run stopped
+# by the limit (SIGTERM) finishes its step, checkpoints it and is measured as it is; running the
+# script again continues it from there (--resume, the shared checkpoints, bit for bit on the CPU).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -22,30 +24,38 @@ PY=${PYTHON:-$(command -v python || command -v python3)}
 STEPS=${MLM_STEPS:-10000}
 OUT=${MLM_OUT:-runs/minilm-mlm-gpu-long}
 EVERY=$(( STEPS >= 10 ? STEPS / 10 : 1 ))
+WARMUP=$(( STEPS >= 20 ? STEPS / 20 : 1 ))  # 5% of the steps, at least one
 limit() { if command -v timeout >/dev/null; then timeout "$@"; else shift; "$@"; fi; }
 read -r -a CORPORA <<< "${MLM_CORPORA:-wiki-en}"
+EXTRA=()  # corpora after the first train beside it (the held-out documents come from the first)
+[ "${#CORPORA[@]}" -gt 1 ] && EXTRA=(--extra-corpus "$(IFS=,; echo "${CORPORA[*]:1}")")
 
 [ "${MLM_DEVICE:-cuda}" = cuda ] && command -v nvidia-smi >/dev/null && \
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 mkdir -p "$(dirname "$OUT")"
 RESUME=()
-[ -f "$OUT/resume.pt" ] && RESUME=(--resume) && echo "continuing the run in $OUT"
+compgen -G "$OUT/checkpoint-*" >/dev/null && RESUME=(--resume) && echo "continuing the run in $OUT"
 start=$SECONDS
-limit "${MLM_LIMIT_S:-480}" "$PY" -m bertedu.training.mlm_adapt train --device "${MLM_DEVICE:-cuda}" --out "$OUT" \
-    --corpora "${CORPORA[@]}" --steps "$STEPS" --lr 5e-4 --head-lr 3e-3 --precision bf16 \
-    --eval-every "$EVERY" --eval-sequences "${MLM_EVAL_SEQUENCES:-256}" --seed 0 --threads 2 --no-progress \
-    ${RESUME[@]+"${RESUME[@]}"} >> "$OUT.log" 2>&1
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} limit "${MLM_LIMIT_S:-480}" "$PY" -m bertedu.cli pretrain \
+    --device "${MLM_DEVICE:-cuda}" --out "$OUT" --init-from minilm --packing documents --no-nsp \
+    --freeze-word-embeddings --unigram-bias --corpus "${CORPORA[0]}" ${EXTRA[@]+"${EXTRA[@]}"} \
+    --steps "$STEPS" --lr 5e-4 --head-lr 3e-3 --warmup-steps "$WARMUP" --warmup-offset 1 --precision bf16 \
+    --eval-every "$EVERY" --save-every "$EVERY" --log-every $(( EVERY < 10 ? EVERY : 10 )) \
+    --max-eval-examples "${MLM_EVAL_SEQUENCES:-256}" --seed 0 --no-progress ${RESUME[@]+"${RESUME[@]}"} >> "$OUT.log" 2>&1
 status=$?
 tail -n 3 "$OUT.log"
 echo "training exited with status $status after $((SECONDS - start)) s"
-[ -f "$OUT/trainable.safetensors" ] || exit 1
+compgen -G "$OUT/checkpoint-*" >/dev/null || exit 1
 
 "$PY" benchmarks/minilm_mlm_eval.py "$OUT" || exit 1
 "$PY" - "$OUT" <<'EOF'
 import json, sys
 records = [json.loads(line) for line in open(f"{sys.argv[1]}/metrics.jsonl") if line.strip()]
+elapsed = {r["step"]: r["elapsed"] for r in records if "elapsed" in r}
 print(f"{'step':>6} {'minutes':>8} {'held-out acc':>13} {'held-out loss':>14}")
 for r in records:
-    print(f"{r['step']:>6} {r['minutes']:>8.2f} {r['heldout_accuracy']:>13.4f} {r['heldout_loss']:>14.3f}")
+    if "eval_mlm_accuracy" in r:
+        minutes = elapsed[max(s for s in elapsed if s <= r["step"])] / 60  # the training record at or before it
+        print(f"{r['step']:>6} {minutes:>8.2f} {r['eval_mlm_accuracy']:>13.4f} {r['eval_loss']:>14.3f}")
 EOF
 exit $status

@@ -1,8 +1,11 @@
-"""Measure a `python -m bertedu.training.mlm_adapt train` run folder the way the shipped minilm-mlm
-is measured: weights through fp16 and back (as shipped), all 298 held-out sequences, and
-the 26 probes and 8 one-word-changed pairs of tests/test_pretrained.py.
+"""Measure a minilm-mlm recipe run (`bertedu pretrain --init-from minilm --packing documents ...`,
+bertedu/weights/minilm-mlm/COMMAND.md) the way the shipped minilm-mlm is measured: its newest
+checkpoint's weights through fp16 and back (as `python -m bertedu.training.export ... --minilm`
+ships them; the frozen word embeddings stay MiniLM's), all 298 held-out sequences
+(`bertedu.training.heldout.masked_accuracy`), and the 26 probes and 8 one-word-changed pairs
+of tests/test_pretrained.py. A shipped name (minilm-mlm) is measured as it is.
 
-    python benchmarks/minilm_mlm_eval.py runs/minilm-mlm-r7-nobible
+    python benchmarks/minilm_mlm_eval.py runs/minilm-mlm-new-r15a-seed0
 """
 
 from __future__ import annotations
@@ -11,23 +14,22 @@ import sys
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_pretrained import PAIRS, PROBES, mask_probability, top5  # noqa: E402
 
-from bertedu.training.mlm_adapt import masked_accuracy, minilm_with_head  # noqa: E402
-from bertedu.pretrained import minilm_vocab_path  # noqa: E402
-from bertedu.data.tokenizer import load_vocab_tokenizer  # noqa: E402
+from bertedu.pretrained import MASKED_LMS  # noqa: E402
+from bertedu.training.export import trainable_state  # noqa: E402
+from bertedu.training.heldout import masked_accuracy  # noqa: E402
+from bertedu.training.pretrain import load_masked_lm_or_run  # noqa: E402
 
 
 def main(run: str) -> None:
     torch.set_num_threads(2)
-    model = minilm_with_head(seed=0)
-    state = {k: v.half().float() for k, v in load_file(f"{run}/trainable.safetensors").items()}
-    model.load_state_dict(state, strict=False)  # the word embeddings stay MiniLM's own
-    model.eval()
-    tokenizer = load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
+    model, tokenizer = load_masked_lm_or_run(run)
+    if run not in MASKED_LMS:  # a run: its weights as they would ship, through fp16 and back
+        state = {k: v.half().float() for k, v in trainable_state(model.state_dict()).items()}
+        model.load_state_dict(state, strict=False)  # the word embeddings stay MiniLM's own
 
     held_out = masked_accuracy(model, tokenizer, seed=0)
     print(f"held-out, all sequences: accuracy {held_out['accuracy']:.4f}, loss {held_out['loss']:.3f}, "
