@@ -138,6 +138,71 @@ def test_linear_schedule_warms_up_then_decays_to_zero():
     assert linear_schedule(0.55, 0.1, 1.0) == pytest.approx(0.5)  # as a fraction of a budget
 
 
+def test_warmup_offset_counts_the_first_update_in_the_warm_up():
+    """warmup_offset=1 (the minilm-mlm recipe): updates 1..warmup get 1/warmup .. 1 of the peak,
+    where BERT's schedule starts at 0; the decay is the same."""
+    assert [linear_schedule(s, 4, 20, warmup_offset=1) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 15 / 16]
+    assert [linear_schedule(s, 4, 20) for s in range(6)] == [0.0, 0.25, 0.5, 0.75, 1.0, 15 / 16]
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=6, warmup_steps=2, warmup_offset=1))
+    assert [r["lr"] for r in result.records if "lr" in r] == pytest.approx([1e-3 * x for x in (0.5, 1, 1, 0.75, 0.5, 0.25)])
+    with pytest.raises(ValueError, match="warmup_offset is 0"):
+        TrainConfig(steps=6, warmup_offset=2)
+    with pytest.raises(ValueError, match="needs a step budget"):
+        TrainConfig(max_tokens=100, warmup_ratio=0.1, warmup_offset=1)
+
+
+def test_warmup_steps_when_given_win_over_a_warmup_ratio():
+    """PretrainConfig and FinetuneConfig default to a warmup_ratio; a warmup_steps above 0 is
+    the one used (mlm_adapt's 5% was rounded down to whole steps: 62 of 1,250, not 62.5)."""
+    both = train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=6, warmup_steps=2, warmup_ratio=0.5))
+    steps = train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=6, warmup_steps=2))
+    assert [r["lr"] for r in both.records] == [r["lr"] for r in steps.records]
+    ratio = train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=6, warmup_ratio=0.5))
+    assert [r["lr"] for r in ratio.records] == pytest.approx([1e-3 * linear_schedule(s, 3, 6) for s in range(6)])
+
+
+def test_a_part_of_the_model_can_have_its_own_peak_learning_rate():
+    """peak_lrs {prefix: lr}: those parameters get groups of their own (decay and no decay), whose
+    rate follows the same schedule from their own peak; a frozen parameter is in no group."""
+    model = tiny_model()
+    model.bert.embeddings.word_embeddings.weight.requires_grad_(False)  # and so the tied decoder
+    groups = param_groups(model, 0.01, {"mlm.": 1e-2})
+    assert [("peak_lr" in g, g["weight_decay"]) for g in groups] == [(False, 0.01), (False, 0.0), (True, 0.01),
+                                                                      (True, 0.0)]
+    assert {n for g in groups[2:] for n in g["names"]} == {n for n, p in model.named_parameters()
+                                                          if n.startswith("mlm.") and p.requires_grad}
+    assert not any("word_embeddings" in n for g in groups for n in g["names"])
+    assert len(param_groups(model, 0.01)) == 2  # without peak_lrs: decay, no decay, as always
+
+    seen = []
+
+    def hook(optimizer, args, kwargs):
+        seen.append(sorted({g["lr"] for g in optimizer.param_groups}))
+
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    handle = register_optimizer_step_pre_hook(hook)
+    try:
+        train(model, ToyPairs(16), fixed_collate, config(steps=4, warmup_steps=2), peak_lrs={"mlm.": 1e-2})
+    finally:
+        handle.remove()
+    multipliers = [linear_schedule(s, 2, 4) for s in range(4)]
+    assert seen == [sorted({1e-3 * m, 1e-2 * m}) for m in multipliers]
+
+
+def test_an_evaluator_replaces_the_held_out_data_set():
+    """evaluator(model) -> numbers: called where eval_dataset would be evaluated, logged as eval_*."""
+    calls = []
+
+    def evaluator(model):
+        calls.append(model.training)
+        return {"mlm_accuracy": 0.5, "loss": 1.0}
+
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=4, eval_every=2), evaluator=evaluator)
+    assert [(r["step"], r["eval_mlm_accuracy"]) for r in result.records if "eval_loss" in r] == [(2, 0.5), (4, 0.5)]
+    assert result.eval == {"mlm_accuracy": 0.5, "loss": 1.0} and len(calls) == 2
+
+
 def test_clip_gradients_bounds_the_norm_and_returns_the_norm_before():
     model = tiny_model()
     batch = collate([ToyPairs(4)[i] for i in range(4)], torch.Generator().manual_seed(0))

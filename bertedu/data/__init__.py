@@ -4,7 +4,8 @@ Everything that turns text and files into examples: the tokenizer (`tokenizer.py
 written out and the fast path on `tokenizers`, notebook 01), the embedded corpora
 (`corpora.py`, `sentences.py`), vocabularies (`vocab.py`), MLM masking (`masking.py`,
 notebook 05), NSP and SOP pairs and packing (`pretraining.py`, `sop.py`, `packing.py`,
-`stream.py` for corpora larger than memory), the published task formats and a user's own
+`stream.py` for corpora larger than memory; `documents.py` for whole documents cut into
+`[CLS] pieces [SEP]` runs, minilm-mlm's and distillation's), the published task formats and a user's own
 files (`formats.py`, `files.py`, `user_files.py`, `task_data.py`), and fine-tuning inputs:
 word labels to pieces and back (`tagging.py`), the QA sliding window and span decoding
 (`qa.py`), and `pad_rows` (`padding.py`), the right-padding every collator uses.

@@ -11,13 +11,15 @@ The loop and its services:
     distributed.py  torchrun / DDP set-up
     curves.py       metrics.jsonl and the learning-curve PNG beside every run
     metrics.py      task metrics: accuracy, F1, entity F1, SQuAD EM/F1
+    heldout.py      held-out masked-token accuracy on wiki-en's held-out documents (minilm-mlm's measure)
 
 The jobs (each a `bertedu` subcommand):
 
-    pretrain.py     `bertedu pretrain`: MLM (+ NSP / SOP), from scratch or from a shipped model
+    pretrain.py     `bertedu pretrain`: MLM (+ NSP / SOP), from scratch or from a shipped model; the
+                    minilm-mlm recipe (MiniLM given an MLM head) is a set of its options
     finetune.py     `bertedu finetune`, with taskio.py (each task family's inputs and scores)
     distill.py      `bertedu distill`: a smaller student from a teacher
-    export.py       a finished pretraining run as a shipped model folder
+    export.py       a finished pretraining run as a shipped model folder (whole, or minilm-mlm's way)
 
 May import: `bertedu.model`, `bertedu.family`, `bertedu.data`, `bertedu.pretrained`,
 `bertedu.interop`, `bertedu.errors`, `bertedu.utils`. Never `bertedu.course` or the CLI.

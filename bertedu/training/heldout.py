@@ -5,6 +5,7 @@
 
 `bertedu masked-accuracy minilm-mlm` (or a run folder) prints it for a shipped model; a
 `--packing documents` run logs it as eval_mlm_accuracy / eval_mlm_loss at every evaluation.
+Notebook 06's last section introduces the model it was made for (minilm-mlm).
 The documents are wiki-en's held-out ones (`bertedu.data.documents.wiki_en_held_out`: 5% of
 the articles, split by a fixed seed, so every run is measured on the same text), cut into
 `[CLS] pieces [SEP]` runs of 128 pieces; 15% of the pieces are selected (80% [MASK], 10%
