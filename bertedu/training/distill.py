@@ -41,7 +41,7 @@ from typing import Optional, Union
 import torch
 
 from ..model.constants import VOCAB_NAME
-from ..family.distillation import hidden_cosine_loss, soft_target_loss, tinybert_layer_loss, uniform_layer_map
+from ..family.distillation import hidden_cosine_loss, soft_target_loss, tinybert_layer_loss
 from ..model.encoder import BertModel
 from ..errors import MissingFileError, SettingError, as_user_error
 from ..model.heads import BertForPreTraining, masked_lm_loss
