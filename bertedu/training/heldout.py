@@ -4,7 +4,8 @@
     masked_accuracy(model, tokenizer)    held-out masked-token accuracy and MLM loss
 
 `bertedu masked-accuracy minilm-mlm` (or a run folder) prints it for a shipped model; a
-`--packing documents` run logs it as eval_mlm_accuracy / eval_mlm_loss at every evaluation.
+`--packing documents` run logs it as eval_mlm_accuracy / eval_mlm_loss at every evaluation,
+on its --corpus's held-out documents (wiki-en's below, for the default corpus).
 Notebook 06's last section introduces the model it was made for (minilm-mlm).
 The documents are wiki-en's held-out ones (`bertedu.data.documents.wiki_en_held_out`: 5% of
 the articles, split by a fixed seed, so every run is measured on the same text), cut into

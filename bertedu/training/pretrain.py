@@ -27,7 +27,8 @@ head; notes/minilm_mlm.md, notebook 06's last section) is a set of options of th
     --head-lr                  the MLM head's own peak rate (the loop's `peak_lrs`)
     --packing documents        `[CLS] pieces [SEP]` runs of whole documents, masked afresh each batch
                                (`bertedu.data.documents`); measured by `heldout.masked_accuracy`
-                               on wiki-en's held-out documents (fixed split, seed 0, fp32)
+                               (fp32) on --corpus's held-out documents, split by a fixed seed 0
+                               (for wiki-en the 5 every minilm-mlm run is measured on)
     --warmup-offset 1          the first update gets 1/warmup of the peak rate (the recipe's schedule)
 
 Fed the same batches from the same start, this gives the losses, gradients and weights of
