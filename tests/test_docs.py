@@ -72,10 +72,9 @@ def test_readme_keeps_the_install_and_test_commands_ci_runs():
     assert "```bash\npytest\n```" in text and ci.rstrip().endswith("\npytest")
 
 
-@pytest.mark.parametrize("page", LINKED_PAGES, ids=lambda p: str(p.relative_to(REPO)))
-def test_relative_links_lead_to_files_and_headings_that_exist(page):
+def broken_links(page: Path, targets: list[str]) -> list[str]:
     broken = []
-    for target in links(page):
+    for target in targets:
         if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
             continue
         file_part, _, anchor = target.partition("#")
@@ -84,7 +83,21 @@ def test_relative_links_lead_to_files_and_headings_that_exist(page):
             broken.append(f"{target} (no such file)")
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             broken.append(f"{target} (no heading #{anchor} in {dest.relative_to(REPO)})")
+    return broken
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_relative_links_lead_to_files_and_headings_that_exist(page):
+    broken = broken_links(page, links(page))
     assert not broken, f"{page.relative_to(REPO)}: broken links: {broken}"
+
+
+@pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+def test_notebook_markdown_links_lead_to_files_and_headings_that_exist(notebook):
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    text = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    broken = broken_links(notebook, LINK.findall(prose(text)))
+    assert not broken, f"{notebook.name}: broken links: {broken}"
 
 
 def test_every_page_in_docs_is_linked_from_the_readme():
