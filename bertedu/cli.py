@@ -26,6 +26,7 @@ import shlex
 import sys
 import textwrap
 import typing
+import warnings
 from typing import Optional, Sequence
 
 from .model.config import PRESETS
@@ -182,6 +183,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    # A warning is one line on the command line too, named like the errors.
+    warnings.formatwarning = lambda message, *_, **__: f"bertedu {args.command}: warning: {message}\n"
     try:
         return _run(args)
     except UserError as err:
@@ -204,6 +207,14 @@ def _print_summary(result) -> None:
                "elapsed_s": round(result.elapsed_s, 1), "stopped_by": result.stopped_by,
                "checkpoint": result.checkpoint, "eval": result.eval}
     print(json.dumps(summary, indent=2))
+
+
+def _warn_past_trained_length(run: str, lengths: list[int]) -> None:
+    from .pretrained import length_warning, trained_length
+
+    message = length_warning(run, max(lengths, default=0), trained_length(run))
+    if message:
+        warnings.warn(message, stacklevel=2)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -239,6 +250,9 @@ def _run(args: argparse.Namespace) -> int:
         from .training.pretrain import fill_mask, load_masked_lm_or_run
 
         model, tokenizer = load_masked_lm_or_run(args.run)
+        lengths = [len(tokenizer.encode(t, truncation=False).input_ids) for t in args.text]
+        # past the positions there are, fill_mask stops with an error; the warning is for those within them
+        _warn_past_trained_length(args.run, [n for n in lengths if n <= model.config.max_position_embeddings])
         models = [("trained", model)]
         if args.untrained:
             import torch

@@ -36,6 +36,11 @@ class MissingFileError(UserError, FileNotFoundError):
     """A file or folder the user named does not exist, or does not hold what it should."""
 
 
+class DataUnavailableError(UserError, RuntimeError):
+    """Data the user asked for by name cannot be had here (no network for a Hub download,
+    a missing optional package); the message says how to get it or what to use instead."""
+
+
 def one_line(error: BaseException) -> str:
     """The error's message on one line (continuation lines joined with spaces)."""
     return " ".join(part.strip() for part in str(error).splitlines() if part.strip())

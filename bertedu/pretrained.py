@@ -112,6 +112,27 @@ def masked_lm_vocab_path(name: str) -> Path:
     return _vocab_path(folder, json.loads((folder / "manifest.json").read_text(encoding="utf-8")))
 
 
+def trained_length(name_or_run: str | Path) -> int | None:
+    """The longest sequence (in pieces) a masked LM was pretrained on: `trained_length` in the
+    run.json beside its weights (a shipped name) or in its run folder, else that run's
+    max_seq_length; None when no run.json records it (e.g. MiniLM's own encoder)."""
+    folder = masked_lm_dir(str(name_or_run)) if str(name_or_run) in MASKED_LMS else Path(name_or_run)
+    path = folder / "run.json"
+    if not path.is_file():
+        return None
+    run = json.loads(path.read_text(encoding="utf-8"))
+    return run.get("trained_length") or run.get("max_seq_length")
+
+
+def length_warning(name: str, length: int, trained: int | None) -> str | None:
+    """One line for a user about to feed `length`-piece inputs to a model pretrained on at most
+    `trained` pieces (None: nothing to say)."""
+    if trained is None or length <= trained:
+        return None
+    return (f"{name} was pretrained on sequences of at most {trained} pieces (its run.json); inputs of up to "
+            f"{length} reach position embeddings it never trained, which read as noise")
+
+
 def load_masked_lm_folder(folder: str | Path, impl: str = "fast"):
     """`load_masked_lm` for a folder laid out as under bertedu/weights/ (see `MASKED_LMS`)."""
     import torch

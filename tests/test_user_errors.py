@@ -145,3 +145,65 @@ def test_a_real_bug_keeps_its_traceback(monkeypatch):
     monkeypatch.setattr(bertedu.training.pretrain, "pretrain", broken)
     with pytest.raises(ZeroDivisionError):
         main(["pretrain", "--steps", "1"])
+
+
+def test_an_empty_corpus_is_one_line(capsys, files):
+    (files / "EMPTY.txt").write_text("\n  \n", encoding="utf-8")
+    line = one_line_error(capsys, ["pretrain", "--steps", "1", "--corpus", str(files / "EMPTY.txt"),
+                                   "--out", str(files / "o")])
+    assert "EMPTY.txt is empty: it holds no non-blank text" in line and "Give it a file with text" in line
+
+
+def test_a_text_longer_than_the_positions_is_one_line(capsys):
+    text = "the [MASK] sat on the mat " + "word " * 700
+    line = one_line_error(capsys, ["fill-mask", "course-en", text])
+    assert "the text is 708 pieces with [CLS] and [SEP], more than the model's 512 positions: shorten it" in line
+
+
+def test_a_hub_task_without_a_network_is_one_line(capsys, monkeypatch, files):
+    datasets = pytest.importorskip("datasets")
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'nyu-mll/glue' on the Hub")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    line = one_line_error(capsys, ["finetune", "--task", "sst2", "--out", str(files / "o"), *FT])
+    assert "Could not load nyu-mll/glue (sst2) for --task sst2" in line and "pass their folder as --task PATH" in line
+
+
+def test_a_training_set_smaller_than_a_batch_is_one_line(capsys, files):
+    line = one_line_error(capsys, ["finetune", "--task", str(files / "sst"), "--init", "random", "--preset", "tiny",
+                                   "--batch-size", "64", "--out", str(files / "o"), *FT])
+    assert "the training set has 12 examples, fewer than one global batch of 64" in line
+    assert "lower --batch-size" in line
+
+
+def test_a_task_the_vocabulary_cannot_read_is_said_before_training(capsys, files):
+    """An English task on course-zh's character vocabulary (every English word spelled letter by
+    letter): a warning with the share, before anything trains; so is an input past the
+    length the model was pretrained at."""
+    args = ["finetune", "--task", "ner-en", "--init", "course-zh", "--max-train", "16", "--max-eval", "16",
+            "--max-seq-length", "256", "--out", str(files / "o"), *FT]
+    with pytest.warns(UserWarning) as said:
+        line = one_line_error(capsys, args)  # 16 examples, a batch of 32: stops before training
+    assert "fewer than one global batch" in line
+    messages = [str(w.message) for w in said]
+    assert any(m.endswith("of ner-en's training words are [UNK] or spelled letter by letter in --init course-zh's "
+                          "vocabulary: it cannot read this task; pick an --init made for its language")
+               for m in messages), messages
+    assert any("--init course-zh was pretrained on sequences of at most" in m and "inputs of up to 256" in m
+               for m in messages), messages
+
+
+def test_a_warning_on_the_command_line_is_one_line():
+    """fill-mask on a text past the length course-en was pretrained at: one warning line, then
+    the answers."""
+    from bertedu.pretrained import trained_length
+
+    text = "the [MASK] sat on the mat . " + "word " * (trained_length("course-en") + 10)
+    proc = subprocess.run([sys.executable, "-m", "bertedu.cli", "fill-mask", "course-en", text],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("bertedu fill-mask: warning: course-en was pretrained on sequences of at most ")
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "[MASK] 1:" in proc.stdout

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import SettingError
 from .sentences import guess_language, split_sentences, split_sentences_en
 
 Document = list[str]  # a document is a list of sentences
@@ -564,7 +565,8 @@ def _require_text(documents: Iterator[Document], source: str) -> Iterator[Docume
         any_text = True
         yield document
     if not any_text:
-        raise ValueError(f"The corpus {source} is empty: it holds no non-blank text.")
+        raise SettingError(f"The corpus {source} is empty: it holds no non-blank text. Give it a file with text "
+                           "(one sentence per line, a blank line between documents).")
 
 
 def load_hf_dataset(name: str, config: str | None = None, split: str = "train"):

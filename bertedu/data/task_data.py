@@ -37,6 +37,7 @@ from .corpora import (
     wiki_en_articles,
     word_overlap,
 )
+from ..errors import DataUnavailableError
 from .files import load_path
 from .formats import (
     QAExample,
@@ -439,13 +440,14 @@ def load_hf_task(name: str) -> TaskData:
     network; later runs read the local cache)."""
     repository, config = HF_TASKS[name]
     if importlib.util.find_spec("datasets") is None:
-        raise ModuleNotFoundError(f"--task {name} reads {repository} with Hugging Face datasets: pip install datasets")
+        raise DataUnavailableError(f"--task {name} reads {repository} with Hugging Face datasets, which is not "
+                                   "installed: pip install datasets (or pass a local copy as --task PATH)")
     import datasets
 
     try:
         dataset_dict = datasets.load_dataset(repository, config)
     except Exception as error:  # offline, renamed on the Hub, ...: the fixes are the same
-        raise RuntimeError(
+        raise DataUnavailableError(
             f"Could not load {repository}{f' ({config})' if config else ''} for --task {name}: {error}\n"
             f"This needs a network the first time. Offline, download the files elsewhere and pass their folder "
             f"as --task PATH (GLUE .tsv files, CoNLL-2003 eng.train/eng.testa/eng.testb, SQuAD train-v1.1.json/"

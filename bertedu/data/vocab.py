@@ -133,3 +133,30 @@ def build_char_vocab(
     if out_path is None:
         return vocab
     return write_vocab(tokens, out_path)
+
+
+def task_texts(examples: Iterable, max_examples: int = 1000) -> Iterator[str]:
+    """The text of a task's first `max_examples` examples, as strings: both sentences of a
+    pair, a tagged sentence's words, a question and its context."""
+    for example in itertools.islice(examples, max_examples):
+        for field in ("text_a", "text_b", "question", "context"):
+            if getattr(example, field, None):
+                yield getattr(example, field)
+        if getattr(example, "tokens", None):
+            yield " ".join(example.tokens)
+
+
+def unreadable_share(texts: Iterable[str], tokenizer, min_letters: int = 3) -> float:
+    """The share of the words in `texts` that `tokenizer`'s vocabulary cannot read: a word that
+    becomes [UNK] (Chinese on an English vocabulary), or a word of `min_letters` or more that
+    is spelled one piece per character (English on a Chinese character vocabulary, whose
+    ASCII pieces spell every word out). 0.0 for no words; near 0 for a vocabulary built for
+    the text's language."""
+    words = unreadable = 0
+    for text in texts:
+        for word in basic_tokenize(text):
+            pieces = tokenizer.tokenize(word)
+            words += 1
+            spelled = len(word) >= min_letters and len(pieces) == len(word)
+            unreadable += spelled or tokenizer.unk_token in pieces
+    return unreadable / words if words else 0.0

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from ..errors import SettingError
 from .config import TrainConfig, TrainState
 from .distributed import DistContext
 
@@ -84,10 +85,10 @@ def global_batches(dataset, collate: Collate, cfg: "TrainConfig", ctx: "DistCont
 def steps_in_epoch(num_examples: int, cfg: "TrainConfig", world_size: int) -> int:
     global_batch = cfg.batch_size * world_size * cfg.grad_accum_steps
     if num_examples < global_batch:
-        raise ValueError(
-            f"the dataset has {num_examples} examples, fewer than one global batch of {global_batch} "
+        raise SettingError(
+            f"the training set has {num_examples} examples, fewer than one global batch of {global_batch} "
             f"(batch_size {cfg.batch_size} x {world_size} processes x grad_accum_steps {cfg.grad_accum_steps}); "
-            "lower batch_size or grad_accum_steps."
+            "lower --batch-size or --grad-accum-steps (or give it more examples)."
         )
     return num_examples // global_batch  # the incomplete last global batch is dropped
 

@@ -25,7 +25,7 @@ EVAL_SEQ_LENGTH = 128  # the measure's sequence length, whatever length a run tr
 
 @torch.no_grad()
 def masked_accuracy(model, tokenizer, documents=None, seed: int = 0, max_seq_length: int = EVAL_SEQ_LENGTH,
-                    max_sequences: int | None = None, batch_size: int = 32) -> dict:
+                    max_sequences: int | None = None, batch_size: int = 32, by_position: bool = False) -> dict:
     """Held-out masked-token accuracy (and MLM loss) of `model` (a `BertForPreTraining`) on `documents`.
 
     documents: lists of sentences; None means wiki-en's held-out documents. They are cut
@@ -33,7 +33,9 @@ def masked_accuracy(model, tokenizer, documents=None, seed: int = 0, max_seq_len
     15% of the pieces are selected (80% [MASK], 10% random, 10% kept) with masks drawn from
     `seed`, and every selected position counts (as in BERT's own evaluation). Runs in fp32
     whatever precision the model trains in. Returns {"accuracy", "loss", "tokens"}: loss is
-    the mean cross-entropy over the selected positions, tokens their number.
+    the mean cross-entropy over the selected positions, tokens their number. by_position adds
+    "correct_by_position" and "tokens_by_position": per position 0..max_seq_length-1, the
+    selected tokens predicted right and the selected tokens (lists of ints).
     """
     if documents is None:
         documents = wiki_en_held_out()
@@ -44,17 +46,26 @@ def masked_accuracy(model, tokenizer, documents=None, seed: int = 0, max_seq_len
     device = next(model.parameters()).device
     correct = total = 0
     loss_sum = 0.0
+    hits = torch.zeros(max_seq_length, dtype=torch.long)  # (T,): right answers by position
+    seen = torch.zeros(max_seq_length, dtype=torch.long)  # (T,): selected tokens by position
     for start in range(0, len(sequences), batch_size):
         batch = make_batch(sequences[start:start + batch_size], tokenizer, generator)  # masks drawn on the CPU
         ids, attention_mask, labels = (t.to(device) for t in batch)  # (B, T) each
         hidden = model.bert(ids, attention_mask=attention_mask).last_hidden_state  # (B, T, D)
         selected = labels != IGNORE_INDEX  # (B, T)
         picked = model.mlm(hidden[selected]).float()  # (M, V): the head only where it is scored
-        correct += (picked.argmax(-1) == labels[selected]).sum().item()
+        right = picked.argmax(-1) == labels[selected]  # (M,)
+        position = selected.nonzero()[:, 1].cpu()  # (M,)
+        hits += torch.bincount(position, weights=right.cpu().double(), minlength=max_seq_length).long()
+        seen += torch.bincount(position, minlength=max_seq_length)
+        correct += right.sum().item()
         loss_sum += torch.nn.functional.cross_entropy(picked, labels[selected], reduction="sum").item()
         total += int(selected.sum())
     model.train(was_training)
-    return {"accuracy": correct / max(total, 1), "loss": loss_sum / max(total, 1), "tokens": total}
+    measured = {"accuracy": correct / max(total, 1), "loss": loss_sum / max(total, 1), "tokens": total}
+    if by_position:
+        measured.update(correct_by_position=hits.tolist(), tokens_by_position=seen.tolist())
+    return measured
 
 
 def as_eval_record(measured: dict) -> dict:

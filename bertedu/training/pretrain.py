@@ -584,7 +584,11 @@ def load_masked_lm_or_run(name_or_run: str | Path, impl: str = "fast"):
 @torch.no_grad()
 def fill_mask(model: BertForPreTraining, tokenizer, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
     """Top-k predictions (token, probability) for each [MASK] in `text`."""
-    enc = tokenizer.encode(text)
+    enc = tokenizer.encode(text, truncation=False)
+    positions_known = model.config.max_position_embeddings
+    if len(enc.input_ids) > positions_known:
+        raise SettingError(f"the text is {len(enc.input_ids)} pieces with [CLS] and [SEP], more than the model's "
+                           f"{positions_known} positions: shorten it to the sentences around the [MASK]")
     ids = torch.tensor([enc.input_ids])
     positions = (ids[0] == tokenizer.mask_token_id).nonzero().flatten()
     if len(positions) == 0:

@@ -1,0 +1,82 @@
+"""Held-out masked-token accuracy of the course's masked LMs at 64 and at 128 tokens.
+
+    python benchmarks/course_lengths.py course-en course-zh course-zh-wwm --out benchmarks/course_lengths.json
+
+Each model (a shipped name or a pretraining run's folder) is measured on the documents its
+own run held out (its run.json's --corpus, --eval-documents and --seed: text it never trained
+on), the same documents cut into `[CLS] pieces [SEP]` runs of each --lengths value
+(`bertedu.training.heldout.masked_accuracy`, masks drawn from seed 0). Per position, the
+selected tokens and those predicted right are kept, so notebook 07 can draw accuracy by
+position. --label names the entry (default: the model's name); a run adds to the JSON file,
+replacing entries of the same label.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from bertedu.data.corpora import load_corpus
+from bertedu.data.documents import split_documents
+from bertedu.pretrained import MASKED_LMS, masked_lm_dir
+from bertedu.training.heldout import masked_accuracy
+from bertedu.training.pretrain import load_masked_lm_or_run
+
+
+def run_settings(name: str) -> dict:
+    """The run.json beside a shipped model's weights, or in a run's folder."""
+    folder = masked_lm_dir(name) if name in MASKED_LMS else Path(name)
+    return json.loads((folder / "run.json").read_text(encoding="utf-8"))
+
+
+def held_out_documents(run: dict, max_documents: int) -> list:
+    """The documents `run` held out (split as `bertedu pretrain`'s in-memory pairs path splits
+    them), the first `max_documents` of them, as lists of sentences."""
+    documents = list(load_corpus(run["corpus"]))[: run.get("max_documents")]
+    _, held_out = split_documents(documents, run["eval_documents"], run["seed"])
+    return held_out[:max_documents]
+
+
+def measure(name: str, lengths: list[int], max_documents: int) -> dict:
+    torch.manual_seed(0)
+    model, tokenizer = load_masked_lm_or_run(name)
+    model.float()
+    run = run_settings(name)
+    documents = held_out_documents(run, max_documents)
+    entry = {"model": name, "trained_at": run["max_seq_length"], "corpus": run["corpus"],
+             "documents": len(documents), "lengths": {}}
+    for length in lengths:
+        measured = masked_accuracy(model, tokenizer, documents, seed=0, max_seq_length=length, by_position=True)
+        entry["lengths"][str(length)] = measured
+        print(f"{name:>22} at {length:>3}: accuracy {measured['accuracy']:.3f} "
+              f"over {measured['tokens']:,} masked tokens", flush=True)
+    return entry
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("models", nargs="+", help="shipped masked LM names or pretraining run folders")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--max-documents", type=int, default=200, help="held-out documents read (first N)")
+    parser.add_argument("--label", nargs="*", help="one name per model for the JSON file (default: the model's)")
+    parser.add_argument("--out", type=Path, help="JSON file to add the entries to")
+    args = parser.parse_args(argv)
+    labels = args.label or args.models
+    if len(labels) != len(args.models):
+        parser.error("--label needs one name per model")
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    results = json.loads(args.out.read_text(encoding="utf-8")) if args.out and args.out.exists() else {}
+    for label, name in zip(labels, args.models):
+        results[label] = measure(name, args.lengths, args.max_documents)
+        results[label]["command"] = "python " + " ".join(sys.argv)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
