@@ -91,7 +91,7 @@ from bertedu.model.constants import IGNORE_INDEX
 from bertedu.model.fast import set_fast_path
 from bertedu.interop import to_hf
 from bertedu.training.loop import param_groups as bertedu_param_groups
-from bertedu.utils import cpu_has_bf16
+from bertedu.utils import cpu_has_bf16, peak_bf16_flops
 
 BASELINE = "transformers"
 VARIANTS = ("readable", "sdpa", "fast", "fast-padded")
@@ -99,14 +99,6 @@ MLM_PROBABILITY = 0.15
 # AdamW as bertedu.training.loop.TrainConfig (BERT's recipe); identical for both models.
 ADAMW = dict(lr=1e-4, betas=(0.9, 0.999), eps=1e-6)
 WEIGHT_DECAY = 0.01
-
-# Dense bf16 tensor-core peak FLOP/s (no sparsity), from NVIDIA's data sheets. Most
-# specific name first ("H200" before "H20", "H100 PCIe" before "H100").
-PEAK_BF16 = [
-    ("GH200", 989e12), ("H200", 989e12), ("H100 PCIe", 756e12), ("H100 NVL", 835e12),
-    ("H100", 989e12), ("H800", 989e12), ("H20", 148e12), ("B200", 2250e12),
-    ("A100", 312e12), ("A800", 312e12), ("L40S", 362e12), ("L4", 121e12), ("A10", 125e12),
-]
 
 FORMULAS = {
     "tokens_per_s": "real tokens in the batch (attention_mask.sum()) / median step time; "
@@ -146,10 +138,8 @@ def training_flops(config: BertConfig, lengths, num_labelled: int) -> int:
 
 
 def peak_flops(device_name: str) -> float | None:
-    for key, peak in PEAK_BF16:
-        if key.lower() in device_name.lower():
-            return peak
-    return None
+    """The GPU's dense bf16 peak (bertedu.utils.PEAK_BF16_FLOPS, matched as whole words)."""
+    return peak_bf16_flops(device_name)
 
 
 # ---- batches ---------------------------------------------------------------------------

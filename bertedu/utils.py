@@ -69,13 +69,15 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 
 def resolve_device(name: str | None = None, local_rank: int = 0) -> torch.device:
     """`--device`: None picks this process's GPU (cuda:LOCAL_RANK under torchrun) when PyTorch
-    sees one, else the CPU; a bare "cuda" means this process's GPU too. Asking for a GPU the
+    sees one and the scale switch is "gpu" (`course_scale`: BERTEDU_SCALE=cpu keeps work on the
+    CPU of a GPU machine, so CPU-sized notebooks never mix devices), else the CPU; a bare
+    "cuda" means this process's GPU too. Asking for a GPU the
     machine does not have is a `SettingError` (one line on the command line), not a traceback
     from deep inside PyTorch."""
     from .errors import SettingError
 
     if name is None:
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+        name = "cuda" if torch.cuda.is_available() and course_scale() == "gpu" else "cpu"
     try:
         device = torch.device(name)
     except RuntimeError as error:
@@ -93,12 +95,13 @@ def resolve_device(name: str | None = None, local_rank: int = 0) -> torch.device
 
 
 def resolve_precision(precision: str, device: torch.device | str | None = None) -> str:
-    """"auto" -> "bf16" on CUDA, "fp32" elsewhere; "fp32" and "bf16" stay as they are."""
+    """"auto" -> "bf16" on CUDA, "fp32" elsewhere; "fp32" and "bf16" stay as they are. device:
+    where the work runs (None: where `resolve_device(None)` puts it)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision != "auto":
         return precision
-    on_cuda = torch.cuda.is_available() if device is None else torch.device(device).type == "cuda"
+    on_cuda = torch.device(resolve_device(None) if device is None else device).type == "cuda"
     return "bf16" if on_cuda else "fp32"
 
 
@@ -124,3 +127,25 @@ def autocast(precision: str, device: torch.device):
 def cpu_has_bf16() -> bool:
     """Whether this CPU runs bf16 matmuls natively (oneDNN's test: AVX-512 with bf16 support)."""
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+# Dense bf16 tensor-core peak FLOP/s (no sparsity), from NVIDIA's data sheets, for model-FLOP
+# utilisation (benchmarks/bench.py, notebook 07). The H100 comes in three forms with three
+# peaks; a bare "H100" in a device name is the SXM board (CUDA names the PCIe and NVL ones).
+PEAK_BF16_FLOPS = {
+    "GH200": 989e12, "H200": 989e12, "H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "H800": 989e12,
+    "H20": 148e12, "B200": 2250e12, "A100": 312e12, "A800": 312e12, "L40S": 362e12, "L40": 181e12,
+    "L4": 121e12, "A10": 125e12,
+}
+
+
+def peak_bf16_flops(device_name: str) -> float | None:
+    """The published dense bf16 peak of the GPU called `device_name` (torch.cuda.get_device_name()),
+    None for one not in `PEAK_BF16_FLOPS`. Names match as whole words, the longest first, so
+    "NVIDIA L40" is not an L4 and "NVIDIA H100 PCIe" is not the SXM H100."""
+    import re
+
+    for key in sorted(PEAK_BF16_FLOPS, key=len, reverse=True):
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", device_name, flags=re.IGNORECASE):
+            return PEAK_BF16_FLOPS[key]
+    return None

@@ -59,7 +59,9 @@ def test_flops_match_the_models_and_the_textbook_formula():
 
 @pytest.mark.parametrize("name, peak", [
     ("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H200", 989e12), ("NVIDIA GH200 480GB", 989e12),
-    ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H20", 148e12), ("NVIDIA A100-SXM4-80GB", 312e12),
+    ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H100 NVL", 835e12), ("NVIDIA H20", 148e12),
+    ("NVIDIA A100-SXM4-80GB", 312e12), ("NVIDIA A10", 125e12),
+    ("NVIDIA L40", 181e12), ("NVIDIA L40S", 362e12), ("NVIDIA L4", 121e12),  # an L40 is not an L4
     ("Some Future GPU", None),
 ])
 def test_peak_flops_by_device_name(name, peak):

@@ -55,7 +55,8 @@ class TrainConfig:
     num_workers: int = setting(0, "DataLoader worker processes preparing batches")
     seed: int = setting(0, "seed of every random draw: initialisation, dropout, data order, masks")
     # hardware
-    device: Optional[str] = setting(None, "cpu, cuda or cuda:N; None: this process's GPU when there is one")
+    device: Optional[str] = setting(None, "cpu, cuda or cuda:N; None: this process's GPU when there is one "
+                                            "and BERTEDU_SCALE is not cpu")
     precision: str = setting("fp32", "fp32, bf16 (autocast: matmuls in bf16, on CUDA or the CPU) or auto (bf16 on "
                                                "CUDA, else fp32)")
     compile: bool = setting(False, "torch.compile the model (falls back to eager if compilation fails)")

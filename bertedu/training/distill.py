@@ -45,6 +45,7 @@ from ..family.distillation import hidden_cosine_loss, soft_target_loss, tinybert
 from ..model.encoder import BertModel
 from ..errors import MissingFileError, SettingError, as_user_error
 from ..model.heads import BertForPreTraining, masked_lm_loss
+from .distributed import is_main_process
 from .loop import TrainConfig, TrainResult, train
 from ..utils import seed_everything, setting
 
@@ -306,7 +307,8 @@ def distill(cfg: DistillConfig, resume: bool = False) -> TrainResult:
     teacher, vocab = load_teacher(cfg.teacher)
     out.mkdir(parents=True, exist_ok=True)
     copy_vocabulary(vocab, out / VOCAB_NAME)
-    (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
+    if is_main_process():  # under torchrun, one writer
+        (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
     tokenizer = load_vocab_tokenizer(out / VOCAB_NAME, impl="fast")
     sequences, held_out = distillation_sequences(cfg, tokenizer)
 
@@ -314,9 +316,9 @@ def distill(cfg: DistillConfig, resume: bool = False) -> TrainResult:
     student = initial_student(cfg.init_student, vocab) if cfg.init_student else \
         student_from_teacher(teacher, cfg.layer_indices())
     model = DistillingStudent(student, teacher, cfg)
-    train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision), out=str(out),
+    train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision, cfg.device), out=str(out),
                                  ddp_find_unused_parameters=True)  # the heads get no gradient
     result = train(model, sequences, make_collate(cfg, tokenizer), train_cfg, eval_dataset=held_out, resume=resume)
-    if result.records:
+    if result.records and is_main_process():
         plot_metrics(result.records, out / "metrics.png")
     return result

@@ -33,6 +33,12 @@ class DistContext:
         return self.rank == 0
 
 
+def is_main_process() -> bool:
+    """True in the process that writes a run's shared files (run.json, metrics.png): the only
+    process, or rank 0 under torchrun (read from RANK, before the process group exists)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def setup_distributed(device: Optional[str] = None) -> DistContext:
     """Read torchrun's WORLD_SIZE / RANK / LOCAL_RANK; join the process group if there is one.
 

@@ -588,7 +588,7 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
 
     train_items = io.encode(task.train, training=True)
     dev_items = io.encode(task.dev)
-    precision = resolve_precision(cfg.precision)
+    precision = resolve_precision(cfg.precision, cfg.device)
     train_cfg = cfg.train_config(
         lr=cfg.resolved_lr(), epochs=None if cfg.steps is not None else cfg.epochs, precision=precision,
         out=str(out), eval_every=0, save_every=0, keep_checkpoints=1,

@@ -62,6 +62,7 @@ from ..model.constants import VOCAB_NAME
 from ..errors import MissingFileError, OutputFolderError, SettingError, as_user_error
 from ..model.fast import set_fast_path
 from ..model.heads import BertForPreTraining
+from .distributed import is_main_process
 from .jobs import run_lock
 from ..pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_vocab_path, minilm_vocab_path
 from ..data.tokenizer import ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
@@ -371,7 +372,8 @@ def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
     if cfg.whole_word and isinstance(tokenizer, ByteLevelBPETokenizer):
         raise SettingError("--whole-word finds words by WordPiece's ## marks; the byte-level BPE vocabulary "
                            f"{out / VOCAB_NAME} has none (RoBERTa masks pieces): drop --whole-word")
-    (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
+    if is_main_process():  # under torchrun, one writer
+        (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
 
     evaluator, eval_dataset = None, None
     if cfg.packing == "documents":  # sequences in memory, masked by the collate, the fixed held-out measure
@@ -383,13 +385,13 @@ def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
         collate = examples_collate(cfg, tokenizer)
     model = initial_model(cfg, tokenizer, dataset if cfg.unigram_bias else None, resume)
 
-    train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision), out=str(out),
+    train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision, cfg.device), out=str(out),
                                  # without NSP its head gets no gradient, which DDP must be told
                                  ddp_find_unused_parameters=cfg.ddp_find_unused_parameters or not cfg.nsp)
     peak_lrs = {"mlm.": cfg.head_lr} if cfg.head_lr is not None else None
     result = train(model, dataset, collate, train_cfg, eval_dataset=eval_dataset, resume=resume,
                    peak_lrs=peak_lrs, evaluator=evaluator)
-    if result.records:
+    if result.records and is_main_process():
         plot_metrics(result.records, out / "metrics.png")
     return result
 
