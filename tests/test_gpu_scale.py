@@ -1,0 +1,87 @@
+"""The GPU-scale paths of notebooks 07-11, run on the CPU in a smoke mode.
+
+Each notebook's own SETTINGS cell is executed with SCALE = "gpu" and its local-copy variable
+(BERTEDU_SST2_DIR, BERTEDU_CONLL2003_DIR, BERTEDU_MRPC_DIR, BERTEDU_SQUAD_DIR,
+BERTEDU_WIKITEXT) pointing at small files in the real published formats: GLUE TSV folders
+and CoNLL-2003 from tests/data, a SQuAD v1.1 JSON and a plain-text corpus written here.
+Those settings then go through `finetune` / `pretrain` unchanged except in size (a few
+steps, small batches, a tiny model for pretraining, no torch.compile on the CPU), so the
+path a GPU user runs (reading the real formats from a folder, the GPU recipe's options) is
+executed here. What the smoke mode does not run: the notebooks' assertions sized for the
+real data sets and a real GPU's hours.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bertedu.data.corpora import load_corpus
+from bertedu.training.finetune import FinetuneConfig, finetune
+from bertedu.training.pretrain import PretrainConfig, pretrain
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+
+
+def gpu_settings(notebook: str, monkeypatch, env: dict) -> dict:
+    """The namespace of `notebook`'s SETTINGS cell, executed at SCALE = "gpu" under `env`."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, str(value))
+    cells = json.loads((ROOT / "notebooks" / notebook).read_text(encoding="utf-8"))["cells"]
+    source = next("".join(c["source"]) for c in cells if c["cell_type"] == "code"
+                  and "SETTINGS = {" in "".join(c["source"]))
+    namespace = {"SCALE": "gpu", "FinetuneConfig": FinetuneConfig, "print": lambda *a, **k: None}
+    exec(source, namespace)  # noqa: S102: the notebook's own cell
+    return namespace
+
+
+def squad_v1(folder: Path) -> Path:
+    """SQuAD v1.1 files (train-v1.1.json, dev-v1.1.json): the answerable questions of the
+    v2.0 test files, in v1.1's layout (no is_impossible)."""
+    folder.mkdir()
+    for split in ("train", "dev"):
+        data = json.loads((DATA / "squad_v2" / f"{split}-v2.0.json").read_text(encoding="utf-8"))
+        for article in data["data"]:
+            for paragraph in article["paragraphs"]:
+                paragraph["qas"] = [{k: v for k, v in q.items() if k in ("id", "question", "answers")}
+                                    for q in paragraph["qas"] if not q.get("is_impossible")]
+        data["version"] = "1.1"
+        (folder / f"{split}-v1.1.json").write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+SMOKE = dict(steps=2, batch_size=2, max_train=8, max_eval=4, progress=False, eval_every=0)
+
+
+@pytest.mark.parametrize("notebook, variable, folder", [
+    ("08_single_sentence_classification.ipynb", "BERTEDU_SST2_DIR", DATA / "glue" / "SST-2"),
+    ("09_token_tagging.ipynb", "BERTEDU_CONLL2003_DIR", DATA / "conll2003"),
+    ("10_sentence_pair_classification.ipynb", "BERTEDU_MRPC_DIR", DATA / "glue" / "MRPC"),
+    ("11_extractive_qa.ipynb", "BERTEDU_SQUAD_DIR", None),
+])
+def test_a_gpu_scale_fine_tuning_cell_runs_on_a_local_copy(notebook, variable, folder, monkeypatch, tmp_path):
+    folder = folder or squad_v1(tmp_path / "squad")
+    settings = gpu_settings(notebook, monkeypatch, {variable: folder})
+    gpu = settings["SETTINGS"]["gpu"]
+    assert gpu["task"] == str(folder)  # the local copy replaces the Hub download
+    extra = settings.get("COMMON", {})
+    results = finetune(FinetuneConfig(**{**gpu, **extra, **SMOKE}, out=str(tmp_path / "run")))
+    assert results["steps"] == 2 and results["dev"][results["main_metric"]] is not None
+
+
+def test_the_gpu_scale_pretraining_cell_runs_on_a_local_copy(monkeypatch, tmp_path):
+    corpus = tmp_path / "wikitext.txt"
+    documents = list(load_corpus("wiki-en"))[:30]
+    corpus.write_text("\n\n".join("\n".join(d) for d in documents) + "\n", encoding="utf-8")
+    settings = gpu_settings("07_pretraining_at_scale.ipynb", monkeypatch, {"BERTEDU_WIKITEXT": corpus})
+    assert settings["COMMON"]["corpus"] == str(corpus) and settings["COMMON"]["stream"]
+    phases = settings["SETTINGS"]["gpu"]
+    smoke = dict(preset="tiny", steps=2, batch_size=4, grad_accum_steps=1, compile=False, precision="fp32",
+                 eval_every=0, max_eval_examples=8)
+    phase1 = tmp_path / "phase1"
+    first = pretrain(PretrainConfig(**{**phases["phase1"], **settings["COMMON"], **smoke}, out=str(phase1)))
+    second = pretrain(PretrainConfig(**{**phases["phase2"], **settings["COMMON"], **smoke}, init_from=str(phase1),
+                                     out=str(tmp_path / "phase2")))
+    assert first.step == second.step == 2
+    assert phases["phase2"]["max_seq_length"] == 512  # phase 2 is BERT's 512-token phase
