@@ -113,15 +113,25 @@ def masked_lm_vocab_path(name: str) -> Path:
 
 
 def trained_length(name_or_run: str | Path) -> int | None:
-    """The longest sequence (in pieces) a masked LM was pretrained on: `trained_length` in the
-    run.json beside its weights (a shipped name) or in its run folder, else that run's
-    max_seq_length; None when no run.json records it (e.g. MiniLM's own encoder)."""
+    """The longest sequence (in pieces) a masked LM was pretrained on, from the run.json beside
+    its weights (a shipped name) or in its run folder (`run_trained_length`); None when no
+    run.json records it (e.g. MiniLM's own encoder)."""
     folder = masked_lm_dir(str(name_or_run)) if str(name_or_run) in MASKED_LMS else Path(name_or_run)
     path = folder / "run.json"
     if not path.is_file():
         return None
-    run = json.loads(path.read_text(encoding="utf-8"))
-    return run.get("trained_length") or run.get("max_seq_length")
+    return run_trained_length(json.loads(path.read_text(encoding="utf-8")))
+
+
+def run_trained_length(run: dict) -> int:
+    """A run's `trained_length` when recorded (a shipped model's run.json), else its
+    max_seq_length or its --init-from's trained length, whichever is longer (phase 2 of BERT's
+    schedule is the longer one; a shorter run after a longer one keeps what the first learnt)."""
+    if run.get("trained_length"):
+        return run["trained_length"]
+    init = run.get("init_from")
+    before = trained_length(init) if init and (init in MASKED_LMS or Path(init).is_dir()) else None
+    return max(run["max_seq_length"], before or 0)
 
 
 def length_warning(name: str, length: int, trained: int | None) -> str | None:

@@ -218,11 +218,17 @@ def test_count_baselines_score_the_runs_own_held_out_masks(tiny_run, tmp_path):
 
 
 def test_a_run_exports_as_a_shipped_masked_lm(tiny_run, tmp_path):
-    from bertedu.pretrained import WeightsIntegrityError, load_masked_lm_folder
+    from bertedu.pretrained import WeightsIntegrityError, load_masked_lm_folder, run_trained_length, trained_length
     from bertedu.training.export import export_pretrain_run
 
     folder = export_pretrain_run(tiny_run, tmp_path / "course-test", "bertedu pretrain --preset tiny ...")
     assert "bertedu pretrain --preset tiny ..." in (folder / "COMMAND.md").read_text()
+    length = json.loads((tiny_run / "run.json").read_text())["max_seq_length"]
+    assert json.loads((folder / "run.json").read_text())["trained_length"] == length
+    assert trained_length(folder) == length  # what fill-mask and finetune --init warn past
+    # a longer phase 2 from it has trained the longer length; a shorter one keeps the first's
+    assert run_trained_length({"max_seq_length": 2 * length, "init_from": str(folder)}) == 2 * length
+    assert run_trained_length({"max_seq_length": length // 2, "init_from": str(folder)}) == length
     shipped, tokenizer = load_masked_lm_folder(folder)
     trained, _ = load_pretrained(tiny_run)
     text = "the war was in the [MASK] ."

@@ -21,6 +21,7 @@ from ..data.corpora import file_sha256
 from ..errors import MissingFileError, SettingError
 from ..model.config import BertConfig
 from ..model.constants import MERGES_NAME, VOCAB_NAME
+from ..pretrained import run_trained_length
 from .checkpoint import latest_checkpoint, read_config
 
 # One tied tensor under two names: MiniLM's word embeddings, which the MLM decoder shares.
@@ -42,6 +43,8 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
     checkpoint = latest_checkpoint(run)
     if checkpoint is None:
         raise FileNotFoundError(f"{run} holds no checkpoint-<step> folder to export")
+    run_settings = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    length = run_trained_length(run_settings)  # read before `to` (perhaps the init's own folder) is rewritten
     to.mkdir(parents=True, exist_ok=True)
     files = [(checkpoint / "model.safetensors", "model.safetensors"), (checkpoint / "config.json", "config.json"),
              (run / VOCAB_NAME, "vocab.txt"), (run / "run.json", "run.json")]
@@ -60,10 +63,12 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
     manifest = {"kind": "BertForPreTraining", "files": {f: file_sha256(to / f) for f in checked},
                 "vocab": "vocab.txt", "lowercase": True, "from": f"{run.name}/{checkpoint.name}"}
     (to / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    run_settings = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    run_settings["trained_length"] = length
+    (to / "run.json").write_text(json.dumps(run_settings, indent=2) + "\n", encoding="utf-8")
+    start = f"from {run_settings['init_from']}" if run_settings.get("init_from") else "from random weights"
     (to / "COMMAND.md").write_text(
         f"# {name or to.name}: how these weights were made\n\n"
-        f"Pretrained from random weights by one `bertedu pretrain` command ({checkpoint.name} of the run):\n\n"
+        f"Pretrained {start} by one `bertedu pretrain` command ({checkpoint.name} of the run):\n\n"
         "```\n" + command + "\n```\n\nexported with\n\n```\n"
         f"python -m bertedu.training.export {run} {to}{' --half' if half else ''} --command '<the command above>'\n```\n\n"
         "The run's settings (run.json):\n\n```json\n" + json.dumps(run_settings, indent=2) + "\n```\n",
