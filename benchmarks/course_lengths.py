@@ -1,6 +1,6 @@
 """Held-out masked-token accuracy of the course's masked LMs at 64 and at 128 tokens.
 
-    python benchmarks/course_lengths.py course-en course-zh course-zh-wwm --out benchmarks/course_lengths.json
+    python benchmarks/course_lengths.py course-en course-zh course-zh-wwm --out bertedu/weights/course_lengths.json
 
 Each model (a shipped name or a pretraining run's folder) is measured on the documents its
 own run held out (its run.json's --corpus, --eval-documents and --seed: text it never trained

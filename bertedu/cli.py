@@ -183,7 +183,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    # A warning is one line on the command line too, named like the errors.
+    # A warning is one line on the command line too, named like the errors (and put back after,
+    # for a caller that runs main() in its own process).
+    python_format = warnings.formatwarning
     warnings.formatwarning = lambda message, *_, **__: f"bertedu {args.command}: warning: {message}\n"
     try:
         return _run(args)
@@ -199,6 +201,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"bertedu {args.command}: interrupted; nothing was saved after the last checkpoint",
               file=sys.stderr)
         return 130
+    finally:
+        warnings.formatwarning = python_format
 
 
 def _print_summary(result) -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bertedu.data import collate_pretraining
-from bertedu.training.pretrain import PretrainConfig, fill_mask, heldout_dataset
+from bertedu.training.pretrain import fill_mask, heldout_dataset, run_config
 from bertedu.pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir
 from bertedu.training.loop import evaluate
 
@@ -45,8 +45,7 @@ def test_fills_words_from_their_context(name):
 @pytest.mark.parametrize("name", sorted(COURSE_MODELS))
 def test_held_out_accuracy_is_the_recorded_one(name):
     folder = masked_lm_dir(name)
-    settings = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    cfg = PretrainConfig(**{**settings, "vocab": str(folder / "vocab.txt"), "out": None})
+    cfg = run_config(name)
     model, tokenizer = load_masked_lm(name)
     data = heldout_dataset(cfg, tokenizer)
     assert len(data) == cfg.max_eval_examples

@@ -581,7 +581,8 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
     if cfg.teacher is not None:
         attach_task_teacher(model, cfg.teacher, task, out / VOCAB_NAME, cfg.soft_weight, cfg.temperature,
                             cfg.layer_weight)
-    _warn_unknown_share(task, tokenizer, cfg.init)
+    if cfg.init != "random":  # a pretrained model's vocabulary, made for some other text
+        _warn_unknown_share(task, tokenizer, cfg.init)
     io = task_io(task, tokenizer, cfg)
     if not any(io.gold(e) for e in task.dev):
         raise SettingError(f"{task.name}'s dev split has no labels: the best weights are chosen on dev, so it needs them")

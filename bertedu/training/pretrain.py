@@ -575,6 +575,18 @@ def load_pretrained(run_dir: str | Path, impl: str = "fast"):
     return model.eval(), tokenizer
 
 
+def run_config(name_or_run: str | Path, **overrides) -> PretrainConfig:
+    """The settings a shipped masked LM (by name) or a run folder was pretrained with, from its
+    run.json, as a PretrainConfig (with `overrides`); vocab is the folder's own vocab.txt and out
+    None, so `heldout_dataset(run_config(name), tokenizer)` rebuilds the run's held-out set.
+    Keys that record a result rather than a setting (a shipped model's trained_length) are left out."""
+    folder = masked_lm_dir(str(name_or_run)) if str(name_or_run) in MASKED_LMS else Path(name_or_run)
+    settings = json.loads((folder / RUN_NAME).read_text(encoding="utf-8"))
+    fields = {f.name for f in dataclasses.fields(PretrainConfig)}
+    settings = {k: v for k, v in settings.items() if k in fields}
+    return PretrainConfig(**{**settings, "vocab": str(folder / VOCAB_NAME), "out": None, **overrides})
+
+
 def load_masked_lm_or_run(name_or_run: str | Path, impl: str = "fast"):
     """(BertForPreTraining in eval mode, tokenizer): a masked LM shipped with the course by
     name (`bertedu.pretrained.MASKED_LMS`), else a pretraining run's folder."""
