@@ -82,6 +82,7 @@ def test_batches():
     assert torch.equal(batch["labels"][labelled], batch["input_ids"][labelled])
 
 
+@pytest.mark.slow
 def test_gpu_script_end_to_end_on_cpu(tmp_path):
     """The GPU script's whole path (both passes, padding rows, compile, the merged table) at tiny size."""
     env = dict(os.environ, PYTHON=sys.executable, BENCH_DEVICE="cpu", BENCH_PRESETS="tiny",
@@ -125,6 +126,7 @@ def test_gpu_script_end_to_end_on_cpu(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_distill_speed_script_times_teacher_student_and_transformers(tmp_path):
     """benchmarks/distill_speed.py end to end at its smallest: every model timed, ratios formed."""
     out = tmp_path / "speed.json"
@@ -161,6 +163,7 @@ def test_distill_table_reads_finished_runs_and_scores_the_split_asked_for(tmp_pa
         assert "bertedu finetune" not in proc.stdout  # nothing was run
 
 
+@pytest.mark.slow
 def test_plateau_cross_tables_score_a_run_on_both_kinds_of_held_out_example(tmp_path):
     from bertedu.cli import main
 
@@ -207,6 +210,7 @@ def test_plateau_groups_masked_pieces_into_words():
     assert masked_words([2, 5, -100, 6], Pieces()) == [[0], [1], [3]]  # a lone ## piece is a word of its own
 
 
+@pytest.mark.slow
 def test_gpu_minilm_mlm_script_end_to_end_on_cpu(tmp_path):
     """benchmarks/gpu_minilm_mlm.sh (minilm-mlm's long schedule for a lent GPU, `bertedu pretrain`'s
     minilm-mlm recipe), two steps on the CPU; started again, it continues the run (here: already done)."""

@@ -91,6 +91,7 @@ def test_a_too_small_vocabulary_is_refused(tmp_path):
         train_byte_level_bpe(["some text"], 100, tmp_path)
 
 
+@pytest.mark.slow
 def test_pretrain_finetune_and_export_with_a_bpe_vocabulary(tmp_path, capsys):
     from bertedu.training.pretrain import load_pretrained
     from bertedu.pretrained import load_masked_lm_folder

@@ -41,10 +41,10 @@ STORED = ("03", "04", "05")  # opened as stored: the notebooks with Chinese figu
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="needs Chromium and chromedriver on PATH: apt-get install -y chromium chromium-driver",
-)
+)]
 
 
 def _free_port() -> int:

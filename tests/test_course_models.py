@@ -11,6 +11,8 @@ from bertedu.training.pretrain import fill_mask, heldout_dataset, run_config
 from bertedu.pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir
 from bertedu.training.loop import evaluate
 
+pytestmark = pytest.mark.slow  # seconds to a minute each: deselected by the quick tier (-m 'not slow')
+
 # name -> (held-out MLM accuracy its run recorded at its last step (bf16),
 #          probes: (text, a token expected among the best k, k))
 COURSE_MODELS = {

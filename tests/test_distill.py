@@ -11,6 +11,8 @@ from bertedu.training.distill import DistillConfig, DistillingStudent, student_f
 from bertedu.model.heads import BertForPreTraining
 from bertedu.training.pretrain import fill_mask, load_pretrained
 
+pytestmark = pytest.mark.slow  # seconds to a minute each: deselected by the quick tier (-m 'not slow')
+
 SMALL = ["--corpus", "wiki-en", "--max-documents", "24", "--vocab-size", "1500", "--no-progress",
          "--max-seq-length", "64"]
 

@@ -135,6 +135,7 @@ def test_bf16_autocast_keeps_the_loss_within_bf16_precision():
     torch.testing.assert_close(bf16, fp32, rtol=2e-2, atol=0.0)
 
 
+@pytest.mark.slow
 def test_the_fast_path_compiles_to_the_same_function():
     torch.manual_seed(0)
     readable = BertForPreTraining(config())

@@ -107,6 +107,7 @@ def test_qa_answers_are_spans_of_the_original_context_across_windows():
     assert all(len(p.split()) <= 4 for p in preds)  # at most max_answer_length tokens
 
 
+@pytest.mark.slow
 def test_classification_from_minilm_on_the_command_line(sst_dir, tmp_path, capsys):
     out = tmp_path / "run"
     argv = ["finetune", "--task", str(sst_dir), "--init", "minilm", "--out", str(out), "--steps", "3",
@@ -147,6 +148,7 @@ def test_tagging_from_random_init_gives_entity_metrics(tmp_path):
     assert (out / "vocab.txt").read_text() == minilm_vocab_path().read_text()  # English: MiniLM's vocabulary
 
 
+@pytest.mark.slow
 def test_qa_with_a_sliding_window_gives_squad_scores(pretrain_dir, tmp_path):
     out = tmp_path / "qa"
     results = finetune(FinetuneConfig(task="qa-cloze-en", init="random", preset="tiny", out=str(out), steps=2,
@@ -187,6 +189,7 @@ def test_random_init_for_chinese_builds_a_character_vocabulary(tmp_path):
     assert 0.0 <= results["dev"]["accuracy"] <= 1.0 and 0.0 <= results["test"]["f1"] <= 1.0
 
 
+@pytest.mark.slow
 def test_early_stopping_keeps_the_best_weights(sst_dir, small_vocab, tmp_path, monkeypatch):
     # Scripted dev scores: best at the 2nd evaluation, then two without improvement
     # (an equal score is no improvement).

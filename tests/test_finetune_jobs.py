@@ -87,6 +87,7 @@ def _bertedu(args) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_sigterm_then_resume_gives_the_uninterrupted_results(task_and_vocab, tmp_path):
     task, vocab = task_and_vocab
     whole = tmp_path / "whole"

@@ -143,6 +143,7 @@ def test_banned_ids_eos_and_long_prompts():
         model.generate(prompt, 1, top_k=0)
 
 
+@pytest.mark.slow
 def test_a_few_steps_learn_a_repeating_sequence():
     torch.manual_seed(0)
     model = CausalLM(GPTConfig.tiny(vocab_size=V))

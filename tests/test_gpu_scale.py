@@ -20,6 +20,8 @@ from bertedu.data.corpora import load_corpus
 from bertedu.training.finetune import FinetuneConfig, finetune
 from bertedu.training.pretrain import PretrainConfig, pretrain
 
+pytestmark = pytest.mark.slow  # seconds to a minute each: deselected by the quick tier (-m 'not slow')
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 

@@ -206,6 +206,7 @@ def uninterrupted(tmp_path_factory, small_vocab):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_after_the_step_and_resume_reproduces_the_run(tmp_path, small_vocab, uninterrupted,
                                                                       signum, status):
@@ -285,6 +286,7 @@ open(os.path.join(sys.argv[1], "threads-" + os.environ["RANK"]), "w").write(
 """
 
 
+@pytest.mark.slow
 def test_under_torchrun_every_process_stops_at_the_same_step(tmp_path):
     script = tmp_path / "ddp_signal.py"
     script.write_text(DDP_SIGNAL_SCRIPT.format(tests=str(Path(__file__).parent)))

@@ -92,6 +92,7 @@ def test_pretraining_loss_is_mlm_over_labelled_positions_plus_nsp():
     assert model(ids, tt, am, labels=labels2).mlm_loss == out.mlm_loss
 
 
+@pytest.mark.slow
 def test_one_batch_can_be_overfit():
     torch.manual_seed(0)
     V = 60

@@ -97,6 +97,7 @@ def test_packed_examples_are_cls_block_sep_with_words_kept():
     assert [x.input_ids for x in tight] == [[2, 5, 6, 7, 8, 3], [2, 9, 5, 3]]
 
 
+@pytest.mark.slow
 def test_pretrain_trains_roberta_style_packing_and_refuses_nsp_with_it(tmp_path, capsys):
     from bertedu.cli import main
     from bertedu.data import build_pretraining_dataset

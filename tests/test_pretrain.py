@@ -11,6 +11,8 @@ from bertedu.cli import build_parser, main, parse_duration
 from bertedu.errors import SettingError
 from bertedu.training.pretrain import PretrainConfig, fill_mask, load_pretrained, pretrain
 
+pytestmark = pytest.mark.slow  # seconds to a minute each: deselected by the quick tier (-m 'not slow')
+
 SMALL = ["--corpus", "wiki-en", "--max-documents", "24", "--vocab-size", "1500", "--no-progress",
          "--max-seq-length", "64", "--log-every", "2"]
 

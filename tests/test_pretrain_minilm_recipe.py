@@ -125,6 +125,7 @@ def run_new_path(out, monkeypatch, batches_from):
     return run, [(r["step"], r["eval_mlm_accuracy"], r["eval_loss"]) for r in records if "eval_loss" in r]
 
 
+@pytest.mark.slow
 def test_the_recipe_reproduces_the_recorded_mlm_adapt_run(tmp_path, monkeypatch, one_thread):
     """The new path on mlm_adapt's recorded batches gives its recorded numbers (within 1e-5)."""
     from bertedu.data.documents import make_batch

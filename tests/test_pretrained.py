@@ -159,6 +159,7 @@ def test_gender_and_number_change_the_ranking(minilm_mlm):
     assert "her" not in top5(*minilm_mlm, "the man took off [MASK] hat .")
 
 
+@pytest.mark.slow
 def test_held_out_masked_accuracy(minilm_mlm):
     """A slice of the recorded measure (notes/minilm_mlm.md has the figure on every held-out sequence)."""
     from bertedu.training.heldout import masked_accuracy
@@ -196,6 +197,7 @@ def small_corpus(path, words=("river", "hill", "town")):
     return path
 
 
+@pytest.mark.slow
 def test_same_seed_same_weights(tmp_path):
     """The minilm-mlm recipe on `bertedu pretrain` draws everything (head initialisation, dropout,
     order, masks) from --seed; MiniLM's word embeddings (and so the tied decoder) stay fixed."""
@@ -220,6 +222,7 @@ def test_same_seed_same_weights(tmp_path):
     assert not torch.equal(first["bert.layers.0.output_norm.weight"], minilm["layers.0.output_norm.weight"])
 
 
+@pytest.mark.slow
 def test_resume_continues_bit_for_bit(tmp_path, monkeypatch):
     """A recipe run stopped after step 3 of 6 and continued with --resume (the shared loop's
     checkpoints) ends with the uninterrupted run's weights and held-out measures, bit for bit."""
@@ -266,6 +269,7 @@ def test_an_unknown_corpus_is_one_line(tmp_path, capsys):
         assert f"{flag}: " in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_command_line_takes_a_shipped_name(tmp_path, capsys):
     from bertedu.cli import main
 

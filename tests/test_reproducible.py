@@ -14,6 +14,8 @@ from safetensors.torch import load_file
 from bertedu.training.checkpoint import list_checkpoints
 from bertedu.pretrained import minilm_vocab_path
 
+pytestmark = pytest.mark.slow  # seconds to a minute each: deselected by the quick tier (-m 'not slow')
+
 PRETRAIN = ["pretrain", "--preset", "tiny", "--corpus", "wiki-en", "--max-documents", "24", "--max-seq-length", "32",
             "--batch-size", "4", "--steps", "6", "--save-every", "1", "--keep-checkpoints", "10", "--log-every", "1",
             "--max-eval-examples", "8", "--no-progress", "--seed", "3"]

@@ -47,6 +47,7 @@ def test_offline_assets_replace_every_cdn_url(tmp_path):
     assert not re.search(r'(src|href)="https?://', html), "a deck built with --assets must load nothing from the network"
 
 
+@pytest.mark.slow
 def test_every_notebook_builds_a_reveal_deck(tmp_path):
     decks = slides.build(NOTEBOOKS, tmp_path)  # jupyter nbconvert --to slides, no execution
     assert [d.name for d in decks] == [p.stem + ".slides.html" for p in ALL]

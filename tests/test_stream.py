@@ -116,6 +116,7 @@ def test_held_out_documents_are_a_stable_hash_of_their_position():
     assert chosen != [i for i in range(20000) if is_held_out(i, 0.05, seed=1)]
 
 
+@pytest.mark.slow
 def test_pretrain_stream_trains_from_the_store_and_resumes(tmp_path):
     cfg = PretrainConfig(preset="tiny", corpus="wiki-en", max_documents=40, vocab_size=1500, steps=3,
                          batch_size=4, max_seq_length=64, stream=True, shard_documents=8,

@@ -59,6 +59,7 @@ def ids(task: TaskData) -> dict[str, list[str]]:
     return {name: [example.id for example in split] for name, split in task.splits().items()}
 
 
+@pytest.mark.slow
 def test_splits_are_deterministic_and_disjoint(tasks, sources):
     for name, build in BUILDERS.items():
         task = tasks[name]
@@ -75,6 +76,7 @@ def test_splits_are_deterministic_and_disjoint(tasks, sources):
     assert ids(other)["test"] != ids(tasks["sentiment-zh"])["test"]
 
 
+@pytest.mark.slow
 def test_splits_are_the_same_in_another_process(tasks, sources):
     """Same ids under another hash seed: nothing depends on set or dict-of-str order."""
     script = (

@@ -151,6 +151,7 @@ def test_freeze_encoder_trains_only_the_head():
     assert model.bert.training and all(p.requires_grad for p in model.bert.parameters())
 
 
+@pytest.mark.slow
 def test_tiny_classifier_overfits_a_small_batch():
     torch.manual_seed(0)
     ids, types, mask = ragged_batch(V, lengths=(9, 5, 7, 2, 8, 6, 3, 9))

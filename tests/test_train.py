@@ -507,6 +507,7 @@ def run_torchrun(script: Path, *args: str, timeout: float = 120) -> None:
     assert proc.returncode == 0, err[-3000:]
 
 
+@pytest.mark.slow
 def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
     script = tmp_path / "ddp_run.py"
     script.write_text(DDP_SCRIPT.format(tests=str(Path(__file__).parent)))
