@@ -8,21 +8,21 @@ import pytest
 
 from bertedu.data import collate_pretraining
 from bertedu.training.pretrain import fill_mask, heldout_dataset, run_config
-from bertedu.pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir
+from bertedu.pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir, trained_length
 from bertedu.training.loop import evaluate
 
 pytestmark = pytest.mark.slow  # seconds to a minute each: deselected by the quick tier (-m 'not slow')
 
-# name -> (held-out MLM accuracy its run recorded at its last step (bf16),
+# name -> (held-out MLM accuracy its (second-phase) run recorded at its last step (bf16),
 #          probes: (text, a token expected among the best k, k))
 COURSE_MODELS = {
     "course-zh": (0.3758, [("中国的首都是北[MASK]。", "京", 1), ("我们要努力学[MASK]。", "习", 1)]),
     # whole-word masks: it learnt to guess hidden words (努力发展, "strive to develop"), and never saw a
     # half-hidden one, so it does not complete 北[MASK] to 北京 (notebook 19)
-    "course-zh-wwm": (0.2105, [("我们要努力[MASK][MASK]。", "发", 1), ("我国[MASK][MASK]建设取得了很大成就。", "经", 1)]),
+    "course-zh-wwm": (0.2334, [("我们要努力[MASK][MASK]。", "发", 1), ("我国[MASK][MASK]建设取得了很大成就。", "经", 1)]),
     # the English model knows which kind of word fits (a verb, an office, a role), not facts
-    "course-en": (0.3127, [("she [MASK] a book .", "wrote", 5), ("many people [MASK] in the city .", "live", 5),
-                           ("the city is the [MASK] of the province .", "capital", 1),
+    "course-en": (0.3224, [("she [MASK] a book .", "wrote", 5), ("many people [MASK] in the city .", "live", 5),
+                           ("the city is the [MASK] of the province .", "capital", 2),  # after "largest", which fits too
                            ("he was elected [MASK] of the party .", "president", 1)]),
 }
 
@@ -33,7 +33,9 @@ def test_registered_with_its_command_and_run_settings(name):
     folder = masked_lm_dir(name)
     assert "bertedu pretrain" in (folder / "COMMAND.md").read_text(encoding="utf-8")
     settings = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    assert settings["init_from"] is None  # from random weights, not from someone else's
+    # from random weights, or BERT's second phase from its own first (COMMAND.md has both commands)
+    assert settings["init_from"] in (None, name)
+    assert settings["trained_length"] == 128 == trained_length(name)  # the length the course feeds it
 
 
 @pytest.mark.parametrize("name", sorted(COURSE_MODELS))
@@ -50,7 +52,7 @@ def test_held_out_accuracy_is_the_recorded_one(name):
     cfg = run_config(name)
     model, tokenizer = load_masked_lm(name)
     data = heldout_dataset(cfg, tokenizer)
-    assert len(data) == cfg.max_eval_examples
+    assert 0 < len(data) <= cfg.max_eval_examples  # wiki-en's 5 held-out articles make 415 at 128 tokens
     result = evaluate(model, data, lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id),
                       cfg.batch_size, cfg.seed, precision="fp32")
     assert result["mlm_accuracy"] == pytest.approx(COURSE_MODELS[name][0], abs=0.005)  # fp32 here, bf16 in the run

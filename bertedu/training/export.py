@@ -70,7 +70,7 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
         f"# {name or to.name}: how these weights were made\n\n"
         f"Pretrained {start} by one `bertedu pretrain` command ({checkpoint.name} of the run):\n\n"
         "```\n" + command + "\n```\n\nexported with\n\n```\n"
-        f"python -m bertedu.training.export {run} {to}{' --half' if half else ''} --command '<the command above>'\n```\n\n"
+        f"python -m bertedu.training.export export {run} {to}{' --half' if half else ''} --command '<the command above>'\n```\n\n"
         "The run's settings (run.json):\n\n```json\n" + json.dumps(run_settings, indent=2) + "\n```\n",
         encoding="utf-8")
     return to
