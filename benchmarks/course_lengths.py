@@ -41,6 +41,33 @@ def held_out_documents(run: dict, max_documents: int) -> list:
     return held_out[:max_documents]
 
 
+@torch.no_grad()
+def pairs_accuracy(model, tokenizer, name: str, length: int) -> dict:
+    """Masked-token accuracy on the run's own held-out examples rebuilt at `length`: sentence
+    pairs `[CLS] A [SEP] B [SEP]` with their segment ids, one fixed mask each, as the run's own
+    evaluation reads them (`heldout_dataset`), all of them; with counts by position."""
+    from bertedu.data import collate_pretraining
+    from bertedu.model.constants import IGNORE_INDEX
+    from bertedu.training.pretrain import heldout_dataset, run_config
+
+    data = heldout_dataset(run_config(name, max_seq_length=length, max_eval_examples=10**6), tokenizer)
+    hits = torch.zeros(length, dtype=torch.long)  # (T,)
+    seen = torch.zeros(length, dtype=torch.long)  # (T,)
+    for start in range(0, len(data), 32):
+        batch = collate_pretraining([data[i] for i in range(start, min(start + 32, len(data)))],
+                                    pad_token_id=tokenizer.pad_token_id)
+        hidden = model.bert(batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                            attention_mask=batch["attention_mask"]).last_hidden_state  # (B, T, D)
+        labels = batch["labels"]  # (B, T)
+        selected = labels != IGNORE_INDEX
+        right = model.mlm(hidden[selected]).argmax(-1) == labels[selected]  # (M,)
+        position = selected.nonzero()[:, 1]
+        hits += torch.bincount(position, weights=right.double(), minlength=length)[:length].long()
+        seen += torch.bincount(position, minlength=length)[:length]
+    return {"accuracy": int(hits.sum()) / max(int(seen.sum()), 1), "tokens": int(seen.sum()), "examples": len(data),
+            "correct_by_position": hits.tolist(), "tokens_by_position": seen.tolist()}
+
+
 def measure(name: str, lengths: list[int], max_documents: int) -> dict:
     torch.manual_seed(0)
     model, tokenizer = load_masked_lm_or_run(name)
@@ -52,8 +79,10 @@ def measure(name: str, lengths: list[int], max_documents: int) -> dict:
     for length in lengths:
         measured = masked_accuracy(model, tokenizer, documents, seed=0, max_seq_length=length, by_position=True)
         entry["lengths"][str(length)] = measured
-        print(f"{name:>22} at {length:>3}: accuracy {measured['accuracy']:.3f} "
-              f"over {measured['tokens']:,} masked tokens", flush=True)
+        pairs = entry.setdefault("pairs", {})[str(length)] = pairs_accuracy(model, tokenizer, name, length)
+        print(f"{name:>22} at {length:>3}: accuracy {measured['accuracy']:.3f} over {measured['tokens']:,} masked "
+              f"tokens of one-segment runs; {pairs['accuracy']:.3f} over {pairs['tokens']:,} in the run's own "
+              "held-out sentence pairs", flush=True)
     return entry
 
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # seconds to a minute each: deselected by the qui
 # name -> (held-out MLM accuracy its (second-phase) run recorded at its last step (bf16),
 #          probes: (text, a token expected among the best k, k))
 COURSE_MODELS = {
-    "course-zh": (0.3758, [("中国的首都是北[MASK]。", "京", 1), ("我们要努力学[MASK]。", "习", 1)]),
+    "course-zh": (0.4215, [("中国的首都是北[MASK]。", "京", 1), ("我们要努力学[MASK]。", "习", 1)]),
     # whole-word masks: it learnt to guess hidden words (努力发展, "strive to develop"), and never saw a
     # half-hidden one, so it does not complete 北[MASK] to 北京 (notebook 19)
     "course-zh-wwm": (0.2334, [("我们要努力[MASK][MASK]。", "发", 1), ("我国[MASK][MASK]建设取得了很大成就。", "经", 1)]),
