@@ -207,3 +207,15 @@ def test_a_warning_on_the_command_line_is_one_line():
     assert proc.stderr.startswith("bertedu fill-mask: warning: course-en was pretrained on sequences of at most ")
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
     assert "[MASK] 1:" in proc.stdout
+
+
+def test_a_hub_corpus_without_a_network_is_one_line(capsys, monkeypatch, files):
+    datasets = pytest.importorskip("datasets")
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'wikitext' on the Hub")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    line = one_line_error(capsys, ["pretrain", "--steps", "1", "--corpus", "hf:wikitext:wikitext-103-raw-v1",
+                                   "--out", str(files / "o")])
+    assert "Could not load the Hugging Face data set 'wikitext'" in line and "use an embedded corpus" in line

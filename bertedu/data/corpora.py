@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import SettingError
+from ..errors import DataUnavailableError, SettingError
 from .sentences import guess_language, split_sentences, split_sentences_en
 
 Document = list[str]  # a document is a list of sentences
@@ -581,7 +581,7 @@ def load_hf_dataset(name: str, config: str | None = None, split: str = "train"):
     try:
         return datasets.load_dataset(name, config, split=split, streaming=True)
     except Exception as error:  # network, unknown name, missing config: all say the same to fix
-        raise RuntimeError(
+        raise DataUnavailableError(
             f"Could not load the Hugging Face data set {name!r} (config {config!r}, split {split!r}): "
             f"{error}. Check the name (hf:NAME or hf:NAME:CONFIG) and that this machine can reach "
             "the Hugging Face Hub, or use an embedded corpus: wiki-en, bible-en, peoples-daily-zh, wordnet-en."
