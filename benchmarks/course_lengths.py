@@ -22,23 +22,18 @@ import torch
 
 from bertedu.data.corpora import load_corpus
 from bertedu.data.documents import split_documents
-from bertedu.pretrained import MASKED_LMS, masked_lm_dir
+from bertedu.pretrained import trained_length
 from bertedu.training.heldout import masked_accuracy
-from bertedu.training.pretrain import load_masked_lm_or_run
+from bertedu.training.pretrain import load_masked_lm_or_run, run_config
 
 
-def run_settings(name: str) -> dict:
-    """The run.json beside a shipped model's weights, or in a run's folder."""
-    folder = masked_lm_dir(name) if name in MASKED_LMS else Path(name)
-    return json.loads((folder / "run.json").read_text(encoding="utf-8"))
-
-
-def held_out_documents(run: dict, max_documents: int) -> list:
-    """The documents `run` held out (split as `bertedu pretrain`'s in-memory pairs path splits
-    them), the first `max_documents` of them, as lists of sentences."""
-    documents = list(load_corpus(run["corpus"]))[: run.get("max_documents")]
-    _, held_out = split_documents(documents, run["eval_documents"], run["seed"])
-    return held_out[:max_documents]
+def held_out_documents(name: str, max_documents: int) -> list:
+    """The documents the run behind `name` held out (its run.json's --corpus, --eval-documents
+    and --seed, split as `bertedu pretrain`'s in-memory pairs path splits them), the first
+    `max_documents` of them, as lists of sentences."""
+    cfg = run_config(name)
+    documents = list(load_corpus(cfg.corpus))[: cfg.max_documents]
+    return split_documents(documents, cfg.eval_documents, cfg.seed)[1][:max_documents]
 
 
 @torch.no_grad()
@@ -48,7 +43,7 @@ def pairs_accuracy(model, tokenizer, name: str, length: int) -> dict:
     evaluation reads them (`heldout_dataset`), all of them; with counts by position."""
     from bertedu.data import collate_pretraining
     from bertedu.model.constants import IGNORE_INDEX
-    from bertedu.training.pretrain import heldout_dataset, run_config
+    from bertedu.training.pretrain import heldout_dataset
 
     data = heldout_dataset(run_config(name, max_seq_length=length, max_eval_examples=10**6), tokenizer)
     hits = torch.zeros(length, dtype=torch.long)  # (T,)
@@ -72,9 +67,8 @@ def measure(name: str, lengths: list[int], max_documents: int) -> dict:
     torch.manual_seed(0)
     model, tokenizer = load_masked_lm_or_run(name)
     model.float()
-    run = run_settings(name)
-    documents = held_out_documents(run, max_documents)
-    entry = {"model": name, "trained_at": run["max_seq_length"], "corpus": run["corpus"],
+    documents = held_out_documents(name, max_documents)
+    entry = {"model": name, "trained_at": trained_length(name), "corpus": run_config(name).corpus,
              "documents": len(documents), "lengths": {}}
     for length in lengths:
         measured = masked_accuracy(model, tokenizer, documents, seed=0, max_seq_length=length, by_position=True)
@@ -97,7 +91,6 @@ def main(argv=None) -> int:
     labels = args.label or args.models
     if len(labels) != len(args.models):
         parser.error("--label needs one name per model")
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     results = json.loads(args.out.read_text(encoding="utf-8")) if args.out and args.out.exists() else {}
     for label, name in zip(labels, args.models):
         results[label] = measure(name, args.lengths, args.max_documents)

@@ -112,12 +112,17 @@ def masked_lm_vocab_path(name: str) -> Path:
     return _vocab_path(folder, json.loads((folder / "manifest.json").read_text(encoding="utf-8")))
 
 
+def masked_lm_or_run_dir(name_or_run: str | Path) -> Path:
+    """The folder of a shipped masked LM given by name (`MASKED_LMS`), else `name_or_run` as a
+    pretraining run's folder: where its run.json and vocab.txt are."""
+    return masked_lm_dir(str(name_or_run)) if str(name_or_run) in MASKED_LMS else Path(name_or_run)
+
+
 def trained_length(name_or_run: str | Path) -> int | None:
     """The longest sequence (in pieces) a masked LM was pretrained on, from the run.json beside
     its weights (a shipped name) or in its run folder (`run_trained_length`); None when no
     run.json records it (e.g. MiniLM's own encoder)."""
-    folder = masked_lm_dir(str(name_or_run)) if str(name_or_run) in MASKED_LMS else Path(name_or_run)
-    path = folder / "run.json"
+    path = masked_lm_or_run_dir(name_or_run) / "run.json"
     if not path.is_file():
         return None
     return run_trained_length(json.loads(path.read_text(encoding="utf-8")))

@@ -47,7 +47,7 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
     length = run_trained_length(run_settings)  # read before `to` (perhaps the init's own folder) is rewritten
     to.mkdir(parents=True, exist_ok=True)
     files = [(checkpoint / "model.safetensors", "model.safetensors"), (checkpoint / "config.json", "config.json"),
-             (run / VOCAB_NAME, "vocab.txt"), (run / "run.json", "run.json")]
+             (run / VOCAB_NAME, "vocab.txt")]
     if (run / MERGES_NAME).is_file():  # a byte-level BPE vocabulary
         files.append((run / MERGES_NAME, MERGES_NAME))
     for source, target in files:

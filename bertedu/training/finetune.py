@@ -296,9 +296,10 @@ def build_model(cfg: FinetuneConfig, task, out: Path):
     if cfg.init not in ("minilm", "random"):  # a course model or a run: was it trained this long?
         from ..pretrained import length_warning, trained_length
 
-        message = length_warning(f"--init {cfg.init}", length, trained_length(cfg.init))
+        trained = trained_length(cfg.init)
+        message = length_warning(f"--init {cfg.init}", length, trained)
         if message:
-            warnings.warn(f"{message}; pass --max-seq-length {trained_length(cfg.init)} to stay within them")
+            warnings.warn(f"{message}; pass --max-seq-length {trained} to stay within them")
     seed_everything(cfg.seed)  # the head's initialisation (and a random encoder's)
     head_kwargs = _head_kwargs(cfg, task)
     cls = _HEADS[task.kind]
@@ -555,7 +556,7 @@ def _load_task_data(cfg: FinetuneConfig):
     return task
 
 
-def _warn_unknown_share(task, tokenizer, init: str, most: float = 1 / 3) -> None:
+def _warn_unreadable_task(task, tokenizer, init: str, most: float = 1 / 3) -> None:
     """Say so before training when the vocabulary cannot read the task: when more than `most`
     of its training words are [UNK] or spelled letter by letter (`unreadable_share`): an
     English task on a Chinese character vocabulary, or the other way round. Measured on the
@@ -582,7 +583,7 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
         attach_task_teacher(model, cfg.teacher, task, out / VOCAB_NAME, cfg.soft_weight, cfg.temperature,
                             cfg.layer_weight)
     if cfg.init != "random":  # a pretrained model's vocabulary, made for some other text
-        _warn_unknown_share(task, tokenizer, cfg.init)
+        _warn_unreadable_task(task, tokenizer, cfg.init)
     io = task_io(task, tokenizer, cfg)
     if not any(io.gold(e) for e in task.dev):
         raise SettingError(f"{task.name}'s dev split has no labels: the best weights are chosen on dev, so it needs them")

@@ -47,7 +47,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +63,8 @@ from ..model.fast import set_fast_path
 from ..model.heads import BertForPreTraining
 from .distributed import is_main_process
 from .jobs import run_lock
-from ..pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_vocab_path, minilm_vocab_path
+from ..pretrained import (MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_or_run_dir, masked_lm_vocab_path,
+                          minilm_vocab_path)
 from ..data.tokenizer import ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
 from .loop import TrainConfig, TrainResult, train
 from ..utils import eval_mode, resolve_precision, seed_everything, setting
@@ -224,7 +224,7 @@ def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
     path = out / VOCAB_NAME
     if path.exists():
         return path
-    if int(os.environ.get("RANK", "0")) != 0:
+    if not is_main_process():
         # Under torchrun only process 0 trains the vocabulary (training is not
         # deterministic in tie order, so each process must read the same file); the
         # others wait for it. write_vocab renames a finished file into place.
@@ -302,7 +302,7 @@ def streamed_dataset(cfg: PretrainConfig, corpus, tokenizer, out: Path):
     folder = out / "examples"
     held_out: list = []
     documents = streamed_documents(cfg, corpus, held_out)
-    if int(os.environ.get("RANK", "0")) != 0:
+    if not is_main_process():
         # Under torchrun process 0 writes the store; the others wait for its folder, which
         # is renamed into place only when complete.
         _wait_for(folder / "meta.json")
@@ -580,7 +580,7 @@ def run_config(name_or_run: str | Path, **overrides) -> PretrainConfig:
     run.json, as a PretrainConfig (with `overrides`); vocab is the folder's own vocab.txt and out
     None, so `heldout_dataset(run_config(name), tokenizer)` rebuilds the run's held-out set.
     Keys that record a result rather than a setting (a shipped model's trained_length) are left out."""
-    folder = masked_lm_dir(str(name_or_run)) if str(name_or_run) in MASKED_LMS else Path(name_or_run)
+    folder = masked_lm_or_run_dir(name_or_run)
     settings = json.loads((folder / RUN_NAME).read_text(encoding="utf-8"))
     fields = {f.name for f in dataclasses.fields(PretrainConfig)}
     settings = {k: v for k, v in settings.items() if k in fields}
