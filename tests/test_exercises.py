@@ -128,6 +128,29 @@ def test_checks_name_the_problem():
     ex.check_equal([1, 2], [1, 2])
 
 
+def test_check_equal_says_which_item_is_missing_or_extra():
+    sep_pair = ["[CLS]", "the", "cat", "[SEP]", "it", "slept", "[SEP]"]
+    # the final [SEP] forgotten: name it and its position, not only the lengths
+    with pytest.raises(ex.ExerciseError, match=r"has 6 items, expected 7: the item '\[SEP\]' at position 6 is missing"):
+        ex.check_equal(sep_pair[:-1], sep_pair, "tokens")
+    # the middle [SEP] forgotten: the rest is shifted by one, yet the one missing item is found
+    with pytest.raises(ex.ExerciseError, match=r"the item '\[SEP\]' at position 3 is missing"):
+        ex.check_equal(sep_pair[:3] + sep_pair[4:], sep_pair, "tokens")
+    with pytest.raises(ex.ExerciseError, match=r"has 9 items, expected 7: the 2 items at positions 1-2 \('\[PAD\]', '\[PAD\]'\) should not be there"):
+        ex.check_equal(sep_pair[:1] + ["[PAD]", "[PAD]"] + sep_pair[1:], sep_pair, "tokens")
+    with pytest.raises(ex.ExerciseError, match=r"has 8 items, expected 7: the item 0 at position 7 should not be there"):
+        ex.check_equal([0, 0, 0, 0, 1, 1, 1, 0], [0, 0, 0, 0, 1, 1, 1], "token_type_ids")
+    # lengths differ and no missing or extra run explains it: the first difference, with both values
+    with pytest.raises(ex.ExerciseError, match=r"has 3 items, expected 4: the first difference is at position 1: got 'x', expected 'b'"):
+        ex.check_equal(["a", "x", "c"], ["a", "b", "c", "d"], "tokens")
+    with pytest.raises(ex.ExerciseError, match=r"has 2 items, expected 4: the 2 items at positions 2-3 \('c', 'd'\) are missing"):
+        ex.check_equal(["a", "b"], ["a", "b", "c", "d"], "tokens")
+    # same length: the first differing position and how many differ
+    with pytest.raises(ex.ExerciseError, match=r"differs at position 0: got 1, expected 0 \(2 of 3 positions differ\)"):
+        ex.check_equal([1, 1, 0], [0, 0, 0], "ids")
+    ex.check_equal(("a", "b"), ["a", "b"])  # a tuple equals the list with the same items
+
+
 def test_strip_command_line(tmp_path, capsys):
     ex.main(["strip", str(ALL[0]), str(tmp_path)])
     assert (tmp_path / ALL[0].name).is_file()

@@ -130,14 +130,20 @@ def check_close(
 
 
 def check_equal(actual: Any, expected: Any, name: str = "result", hint: str | None = None) -> None:
-    """Exact equality; for sequences, name the first position that differs."""
+    """Exact equality; for sequences, name the first position that differs and what is there.
+
+    When the lengths differ, say which items are missing or extra if that explains the
+    difference (``has 12 items, expected 13: the item '[SEP]' at position 12 is missing``).
+    """
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
         first = next((i for i, (a, e) in enumerate(zip(actual, expected)) if a != e), None)
         if len(actual) != len(expected):
-            where = "" if first is None else f"; the first difference is at position {first}"
-            _fail(name, f"has {len(actual)} items, expected {len(expected)}{where}", hint)
+            _fail(name, f"has {len(actual)} items, expected {len(expected)}: "
+                        f"{_length_difference(list(actual), list(expected), first)}", hint)
         if first is not None:
-            _fail(name, f"differs at position {first}: got {actual[first]!r}, expected {expected[first]!r}", hint)
+            n_differ = sum(a != e for a, e in zip(actual, expected))
+            more = f" ({n_differ} of {len(expected)} positions differ)" if n_differ > 1 else ""
+            _fail(name, f"differs at position {first}: got {actual[first]!r}, expected {expected[first]!r}{more}", hint)
         return
     if _shape(expected) is not None:
         check_shape(actual, _shape(expected), name, hint)
@@ -150,6 +156,27 @@ def check_equal(actual: Any, expected: Any, name: str = "result", hint: str | No
         return
     if actual != expected:
         _fail(name, f"is {actual!r}, expected {expected!r}", hint)
+
+
+def _items(values: list, start: int) -> str:
+    """``the item 'a' at position 4`` or ``the 3 items at positions 4-6 ('a', 'b', 'c')``."""
+    if len(values) == 1:
+        return f"the item {values[0]!r} at position {start}"
+    shown = ", ".join(repr(v) for v in values[:5]) + (", ..." if len(values) > 5 else "")
+    return f"the {len(values)} items at positions {start}-{start + len(values) - 1} ({shown})"
+
+
+def _length_difference(actual: list, expected: list, first: int | None) -> str:
+    """Where two sequences of different lengths part: the items missing or extra there, if that
+    is the whole difference, otherwise the first position that differs."""
+    i = min(len(actual), len(expected)) if first is None else first
+    k = abs(len(actual) - len(expected))
+    if len(actual) < len(expected) and actual[i:] == expected[i + k:]:
+        return f"{_items(expected[i:i + k], i)} {'is' if k == 1 else 'are'} missing"
+    if len(actual) > len(expected) and actual[i + k:] == expected[i:]:
+        return f"{_items(actual[i:i + k], i)} should not be there"
+    # (here i < both lengths: a prefix of the other sequence is always explained above)
+    return f"the first difference is at position {i}: got {actual[i]!r}, expected {expected[i]!r}"
 
 
 def check_function(
