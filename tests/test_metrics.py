@@ -202,3 +202,18 @@ def test_squad_metrics():
     with pytest.warns(UserWarning, match="no prediction"):
         out = squad_metrics({"q1": "Eiffel Tower"}, golds)
     assert out["exact_match"] == pytest.approx(100 / 3)
+
+
+def test_bootstrap_se_of_a_mean_is_the_textbook_standard_error():
+    from bertedu.training.metrics import bootstrap_se
+
+    rng = random.Random(1)
+    correct = [rng.random() < 0.7 for _ in range(400)]  # 400 right/wrong answers
+    p = sum(correct) / len(correct)
+    se = bootstrap_se(lambda idx: sum(correct[i] for i in idx) / len(idx), len(correct), samples=2000)
+    assert se == pytest.approx((p * (1 - p) / len(correct)) ** 0.5, rel=0.1)  # sqrt(p(1-p)/n)
+    assert se == bootstrap_se(lambda idx: sum(correct[i] for i in idx) / len(idx), len(correct), samples=2000)
+    same = bootstrap_se(lambda idx: 0.0, 10)  # a statistic that never varies
+    assert same == 0.0
+    with pytest.raises(ValueError):
+        bootstrap_se(lambda idx: 0.0, 0)

@@ -7,6 +7,8 @@
   counts only when its type, its first token and its last token all match.
 - Extractive QA: SQuAD exact match and token-overlap F1 after the official answer
   normalisation (`normalize_answer`, `exact_match`, `squad_f1`, `squad_metrics`).
+- Noise: `bootstrap_se`, the standard error of any score over a test set, for telling a
+  difference between two models from the luck of which examples were drawn.
 
 Classification and tagging metrics are fractions in [0, 1]; SQuAD metrics are
 percentages, as the official evaluation script prints them. A score whose denominator
@@ -329,3 +331,22 @@ def best_null_threshold(span_preds: Mapping[str, str], golds: Mapping[str, Itera
         if current > best:
             best, threshold = current, null_margins[qid]
     return threshold, 100.0 * best / len(golds)
+
+
+def bootstrap_se(statistic, n: int, samples: int = 1000, seed: int = 0) -> float:
+    """Bootstrap standard error of `statistic(indices)` over a test set of `n` examples: the
+    sample standard deviation of the statistic over `samples` resamples of the indices
+    0..n-1, drawn with replacement (Efron and Tibshirani 1993, ch. 6). Seeded: the same
+    call gives the same number.
+
+    For a difference between two models scored on the same examples, pass the difference
+    (a paired bootstrap): `lambda idx: score(a, idx) - score(b, idx)`.
+    """
+    import random
+    import statistics
+
+    if n < 1 or samples < 2:
+        raise ValueError(f"bootstrap_se needs at least one example and two resamples, got n={n}, samples={samples}")
+    rng = random.Random(seed)
+    values = [statistic([rng.randrange(n) for _ in range(n)]) for _ in range(samples)]
+    return statistics.stdev(values)
