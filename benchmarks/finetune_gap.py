@@ -6,6 +6,10 @@ mean ± sample standard deviation over the seeds and the gap in units of the lar
 the two standard deviations.
 
     python benchmarks/finetune_gap.py --init course-zh --tasks sentiment-zh,ner-zh --out runs/gap-zh
+
+`--init minilm` compares the real all-MiniLM-L6-v2 with random weights of its shape
+(`--preset minilm`, its vocabulary). `--json FILE` also writes the scores, the commands and
+the machine: the record notebook 08 reads (bertedu/weights/finetune_gap.json).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 # task -> the flags of its CPU-sized fine-tune (the notebooks' settings, shortened)
 TASKS = {
     "sentiment-zh": "--max-train 2000 --max-eval 300 --epochs 2 --batch-size 32 --lr 2e-3 --max-seq-length 32",
+    "topic-en": "--max-train 600 --max-eval 300 --epochs 3 --batch-size 32 --lr 1e-4 --max-seq-length 32",
     "ner-zh": "--max-train 4000 --max-eval 300 --epochs 1 --batch-size 8 --lr 1e-3 --max-seq-length 64 --eval-every 125",
     "ner-en": "--max-train 2000 --max-eval 300 --epochs 2 --batch-size 16 --lr 1e-3 --max-seq-length 64",
     "paraphrase-en": "--max-train 2000 --max-eval 300 --epochs 2 --batch-size 32 --lr 1e-3 --max-seq-length 64",
@@ -37,25 +42,32 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--extra", default="", help="flags added to every command (later flags win), e.g. '--lr 5e-4'")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--json", help="also write the scores, commands and machine here (merged into an existing file)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bertedu.pretrained import MASKED_LMS, masked_lm_dir, masked_lm_vocab_path
 
-    if args.init in MASKED_LMS:
+    if args.init == "minilm":
+        from bertedu.pretrained import minilm_vocab_path
+
+        vocab, preset_of = minilm_vocab_path(), None
+    elif args.init in MASKED_LMS:
         vocab, preset_of = masked_lm_vocab_path(args.init), masked_lm_dir(args.init)
     else:
         vocab, preset_of = Path(args.init) / "vocab.txt", Path(args.init)
     from bertedu.model.config import PRESETS, BertConfig
 
-    size = json.loads(next(preset_of.rglob("config.json")).read_text())
     shape = lambda c: (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["intermediate_size"])
-    # random weights of the same size: the preset whose shape the pretrained model has
-    preset = next((name for name in PRESETS if shape(vars(BertConfig.preset(name))) == shape(size)), None)
+    if preset_of is None:
+        preset = "minilm"
+    else:  # random weights of the same size: the preset whose shape the pretrained model has
+        size = json.loads(next(preset_of.rglob("config.json")).read_text())
+        preset = next((name for name in PRESETS if shape(vars(BertConfig.preset(name))) == shape(size)), None)
     if preset is None:
         raise SystemExit(f"{args.init}: its size {shape(size)} is no preset, so random weights of the same size "
                          f"cannot be made by --preset (presets: {', '.join(PRESETS)})")
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-    rows = []
+    rows, commands = [], {}
     for task in args.tasks.split(","):
         scores = {"pretrained": [], "random": []}
         for seed in args.seeds.split(","):
@@ -68,6 +80,7 @@ def main() -> None:
                     print(" ".join(command), flush=True)
                     subprocess.run([sys.executable, "-m", "bertedu.cli", *command[1:]], env=env, check=True,
                                    capture_output=True)
+                commands.setdefault(task, {}).setdefault(kind, " ".join(command[:-4]))  # less seed and out
                 results = json.loads((out / "results.json").read_text())
                 scores[kind].append(results["test"][results["main_metric"]])
         rows.append((task, scores))
@@ -79,6 +92,29 @@ def main() -> None:
         ratio = gap / max(sd.values()) if max(sd.values()) > 0 else float("inf")
         fmt = lambda k: f"{mean[k]:.3f} ± {sd[k]:.3f} ({', '.join(f'{x:.3f}' for x in s[k])})"
         print(f"| {task} | {fmt('pretrained')} | {fmt('random')} | {gap:+.3f} | {ratio:.1f} |")
+    if args.json:
+        write_record(Path(args.json), args, rows, commands)
+
+
+def write_record(path: Path, args, rows, commands) -> None:
+    """Merge this run's scores into the JSON record at `path`: {"INIT/TASK": {...}}."""
+    import platform
+
+    import torch
+
+    record = json.loads(path.read_text()) if path.exists() else {}
+    for task, scores in rows:
+        record[f"{args.init}/{task}"] = {
+            "task": task, "init": args.init, "seeds": [int(s) for s in args.seeds.split(",")],
+            "metric": "test " + ("entity F1" if task.startswith("ner") else "F1" if task.startswith("qa") else "accuracy"),
+            "pretrained": scores["pretrained"], "random": scores["random"],
+            "commands": commands[task], "threads": args.threads,
+            "command": f"python benchmarks/finetune_gap.py --init {args.init} --tasks {task} --seeds {args.seeds} "
+                       f"--threads {args.threads} --json {path}" + (f" --extra '{args.extra}'" if args.extra else ""),
+            "machine": f"{platform.machine()}, torch {torch.__version__}, "
+                       f"CPU capability {torch.backends.cpu.get_cpu_capability()}",
+        }
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 A decimal number in a notebook's markdown is printed by an output of that notebook, or it is a
 citation: its sentence names a source (an author and year, a paper's section or table, "the
 paper"), or it sits in a quotation (a `>` line). A number inside code or LaTeX math is part of
-a definition, not a result, and is not checked.
+a definition, not a result, and is not checked; nor is a section or table number, or a version
+(Python 3.10, torch 2.4).
 
 A decimal number in README.md or TEACHING.md names its record: its table row, list item or
 paragraph links to (or names) a file of the repository (a results page, a benchmark record, a
@@ -29,6 +30,7 @@ DECIMAL = re.compile(r"(?<![\w.])(\d+\.\d+)(?![\d.]*\d)")
 REFERENCE_BEFORE = re.compile(r"(§|\b(?:[Ss]ections?|[Tt]ables?|[Ff]igures?|[Ee]q\.?|[Aa]ppendix)\s*)$")
 SOURCE = re.compile(r"et al\.?,? \(?(?:19|20)\d\d|\b[A-Z][a-z]+ (?:and [A-Z][a-z]+ )?\(?(?:19|20)\d\d\b|"
                     r"§\s*\d|\b[Ss]ection \d|\bTable \d|\bthe paper\b|\bthe papers?'s\b")
+VERSION_BEFORE = re.compile(r"\b(?:Python|torch|[Vv]ersion|CUDA|release)\s*(?:[≥≤<>=]=?\s*)?$")
 ABBREVIATIONS = ("et al.", "e.g.", "i.e.", "cf.", "vs.", "approx.")
 
 
@@ -70,7 +72,8 @@ def unsourced_numbers(markdown: str, outputs: str) -> list[str]:
         for sentence in sentences(block):
             cited = quoted or SOURCE.search(sentence) is not None
             for m in DECIMAL.finditer(sentence):
-                if cited or REFERENCE_BEFORE.search(sentence[: m.start()][-12:]) or printed(m.group(1), outputs):
+                before = sentence[: m.start()][-12:]
+                if cited or REFERENCE_BEFORE.search(before) or VERSION_BEFORE.search(before) or printed(m.group(1), outputs):
                     continue
                 missing.append(f"{m.group(1)} in: ...{' '.join(sentence[max(0, m.start() - 70) : m.end() + 30].split())}...")
     return missing
@@ -129,7 +132,8 @@ def unrecorded_figures(page: Path) -> list[str]:
         records = "\n".join(record_text(name, page) for name in names)
         text = checked_text(raw)
         for m in DECIMAL.finditer(text):
-            if REFERENCE_BEFORE.search(text[: m.start()][-12:]) or printed(m.group(1), records):
+            before = text[: m.start()]
+            if REFERENCE_BEFORE.search(before[-12:]) or VERSION_BEFORE.search(before[-12:]) or printed(m.group(1), records):
                 continue
             missing.append(f"{m.group(1)} in: ...{' '.join(text[max(0, m.start() - 70) : m.end() + 30].split())}...")
     return missing

