@@ -519,7 +519,7 @@ def load_task(
     seed: int = 0,
     **options,
 ) -> TaskData:
-    """The task named by a `--task` value: an embedded task (sentiment-zh, ner-en, ner-zh,
+    """The task named by a `--task` value: an embedded task (sentiment-zh, topic-en, ner-en, ner-zh,
     paraphrase-en, qa-cloze-en; `options` go to its function), a canonical one from the
     Hugging Face Hub (sst2, mrpc, mnli, conll2003, squad), or a PATH to a folder or file
     in a known format (`load_path`; `options` then name its columns: text_column,

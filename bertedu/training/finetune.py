@@ -5,7 +5,7 @@ notebooks (one per task family) introduce it and call the pieces directly.
 Devlin et al. 2019, section 4: "we simply plug in the task-specific inputs and outputs
 into BERT and fine-tune all the parameters end-to-end."
 
-    task   an embedded task (sentiment-zh, ner-en, ner-zh, paraphrase-en, qa-cloze-en), a
+    task   an embedded task (sentiment-zh, topic-en, ner-en, ner-zh, paraphrase-en, qa-cloze-en), a
            canonical one (sst2, mrpc, mnli, conll2003, squad) or a PATH (bertedu.data)
     init   "minilm": the real all-MiniLM-L6-v2 encoder and its 30,522-piece vocabulary;
            a `bertedu pretrain --out` folder: bertedu's own pretrained encoder and vocab;
