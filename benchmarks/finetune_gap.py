@@ -51,10 +51,14 @@ def main() -> None:
         from bertedu.pretrained import minilm_vocab_path
 
         vocab, preset_of = minilm_vocab_path(), None
+        vocab_name, vocab_source = "MINILM_VOCAB", "bertedu.pretrained.minilm_vocab_path()"
     elif args.init in MASKED_LMS:
         vocab, preset_of = masked_lm_vocab_path(args.init), masked_lm_dir(args.init)
+        vocab_name = f"{args.init.upper().replace('-', '_')}_VOCAB"
+        vocab_source = f"bertedu.pretrained.masked_lm_vocab_path({args.init!r})"
     else:
         vocab, preset_of = Path(args.init) / "vocab.txt", Path(args.init)
+        vocab_name = vocab_source = str(vocab)
     from bertedu.model.config import PRESETS, BertConfig
 
     shape = lambda c: (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["intermediate_size"])
@@ -80,7 +84,8 @@ def main() -> None:
                     print(" ".join(command), flush=True)
                     subprocess.run([sys.executable, "-m", "bertedu.cli", *command[1:]], env=env, check=True,
                                    capture_output=True)
-                commands.setdefault(task, {}).setdefault(kind, " ".join(command[:-4]))  # less seed and out
+                shown = " ".join(command[:-5]).replace(str(vocab), vocab_name)  # less --seed, --out; no local path
+                commands.setdefault(task, {}).setdefault(kind, shown + " --seed SEED")
                 results = json.loads((out / "results.json").read_text())
                 scores[kind].append(results["test"][results["main_metric"]])
         rows.append((task, scores))
@@ -93,10 +98,10 @@ def main() -> None:
         fmt = lambda k: f"{mean[k]:.3f} ± {sd[k]:.3f} ({', '.join(f'{x:.3f}' for x in s[k])})"
         print(f"| {task} | {fmt('pretrained')} | {fmt('random')} | {gap:+.3f} | {ratio:.1f} |")
     if args.json:
-        write_record(Path(args.json), args, rows, commands)
+        write_record(Path(args.json), args, rows, commands, f"{vocab_name}: {vocab_source}")
 
 
-def write_record(path: Path, args, rows, commands) -> None:
+def write_record(path: Path, args, rows, commands, vocab_note: str) -> None:
     """Merge this run's scores into the JSON record at `path`: {"INIT/TASK": {...}}."""
     import platform
 
@@ -109,8 +114,9 @@ def write_record(path: Path, args, rows, commands) -> None:
             "metric": "test " + ("entity F1" if task.startswith("ner") else "F1" if task.startswith("qa") else "accuracy"),
             "pretrained": scores["pretrained"], "random": scores["random"],
             "commands": commands[task], "threads": args.threads,
+            "vocab": vocab_note,
             "command": f"python benchmarks/finetune_gap.py --init {args.init} --tasks {task} --seeds {args.seeds} "
-                       f"--threads {args.threads} --json {path}" + (f" --extra '{args.extra}'" if args.extra else ""),
+                       f"--threads {args.threads} --out {args.out} --json {path}" + (f" --extra '{args.extra}'" if args.extra else ""),
             "machine": f"{platform.machine()}, torch {torch.__version__}, "
                        f"CPU capability {torch.backends.cpu.get_cpu_capability()}",
         }
