@@ -30,7 +30,7 @@ DECIMAL = re.compile(r"(?<![\w.])(\d+\.\d+)(?![\d.]*\d)")
 REFERENCE_BEFORE = re.compile(r"(§|\b(?:[Ss]ections?|[Tt]ables?|[Ff]igures?|[Ee]q\.?|[Aa]ppendix)\s*)$")
 SOURCE = re.compile(r"et al\.?,? \(?(?:19|20)\d\d|\b[A-Z][a-z]+ (?:and [A-Z][a-z]+ )?\(?(?:19|20)\d\d\b|"
                     r"§\s*\d|\b[Ss]ection \d|\bTable \d|\bthe paper\b|\bthe papers?'s\b")
-VERSION_BEFORE = re.compile(r"\b(?:Python|torch|[Vv]ersion|CUDA|release)\s*(?:[≥≤<>=]=?\s*)?$")
+VERSION_BEFORE = re.compile(r"\b(?:Python|torch|WordNet|[Vv]ersion|CUDA|release)\s*(?:[≥≤<>=]=?\s*)?$")
 ABBREVIATIONS = ("et al.", "e.g.", "i.e.", "cf.", "vs.", "approx.")
 
 
