@@ -7,6 +7,7 @@
     encoder.py      the post-LayerNorm layer, the encoder, BertModel with its pooler    notebook 04
     heads.py        MLM and NSP heads, BertForPreTraining                               notebook 06
     tasks.py        classification, tagging and question-answering heads                notebooks 08-11
+    crf.py          the linear-chain CRF of BERT+CRF tagging (forward algorithm, Viterbi) notebook 09
     outputs.py      the small dataclasses every forward returns
     constants.py    values more than one layer needs (IGNORE_INDEX, file names, kernel names)
     fast.py         the fast path over the same parameters (unpadding, sparse MLM head)  notebook 12

@@ -69,6 +69,7 @@ class TokenClassifierOutput:
     loss: Optional[torch.Tensor] = None
     hidden_states: Optional[tuple[torch.Tensor, ...]] = None
     attentions: Optional[tuple[torch.Tensor, ...]] = None
+    tags: Optional[torch.Tensor] = None  # (B, T) a CRF head's Viterbi tag ids (eval mode), -100 off the words
 
 
 @dataclass

@@ -7,7 +7,8 @@ parameters end-to-end." Each head is one small layer on top of `BertModel`:
     BertForSequenceClassification   pooled [CLS] (B, D) -> dropout -> linear -> (B, C)
                                      single sentences, or pairs told apart by token_type_ids
     BertForTokenClassification      every token (B, T, D) -> dropout -> linear -> (B, T, C)
-                                     one label per word: its first piece carries it
+                                     one label per word: its first piece carries it;
+                                     head="crf": a linear-chain CRF over the words' logits
     BertForQuestionAnswering        every token (B, T, D) -> linear -> (B, T, 2):
                                      start and end logits of the answer span
 
@@ -21,6 +22,7 @@ The data side lives with the data code: word labels to pieces and back in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional, Union
 
 import torch
@@ -29,6 +31,7 @@ from torch import nn
 
 from .config import BertConfig
 from .constants import IGNORE_INDEX
+from .crf import LinearChainCRF, pack_positions, unpack_positions
 from .encoder import BertModel, init_bert_weights
 from .heads import BertForPreTraining
 from .outputs import QuestionAnsweringOutput, SequenceClassifierOutput, TokenClassifierOutput
@@ -203,6 +206,9 @@ class BertForSequenceClassification(BertTaskModel):
         return SequenceClassifierOutput(logits, loss, out.hidden_states, out.attentions)
 
 
+TAGGING_HEADS = ("softmax", "crf")
+
+
 class BertForTokenClassification(BertTaskModel):
     """A label per token (NER, POS tagging). Introduced in the token tagging notebook.
 
@@ -211,9 +217,20 @@ class BertForTokenClassification(BertTaskModel):
     (`bertedu.data.tagging.align_word_labels`), and a word's prediction is its first
     piece's (`bertedu.data.tagging.word_predictions`).
 
+    head="softmax" (BERT's, section 5.3): each word's tag on its own, the argmax of its
+        logits; the loss is the mean cross-entropy over labelled positions.
+    head="crf" (BERT+CRF): the logits are a `LinearChainCRF`'s emission scores, read at the
+        sentence's words only (the first pieces: positions whose label is not -100, or
+        `word_mask` where given), so the transitions run from word to word. The loss is the
+        CRF's negative log-likelihood per word; in eval mode the output also holds `tags`,
+        the Viterbi path, with the BIO constraints when `label_names` (the C tag names,
+        "B-PER", "I-PER", "O", ...) are given. Without labels or word_mask every real
+        token is a word, [CLS] and [SEP] included: pass word_mask to decode without labels.
+
     forward(input_ids (B, T), token_type_ids=None, attention_mask=None, labels (B, T) = None,
-            *, output_hidden_states=False, output_attentions=False)
-        -> TokenClassifierOutput(logits (B, T, C), loss)
+            *, word_mask (B, T) = None (crf only), output_hidden_states=False, output_attentions=False)
+        -> TokenClassifierOutput(logits (B, T, C), loss, tags (B, T) or None: with the CRF in
+           eval mode, each word's tag id at its first piece, -100 elsewhere)
     """
 
     def __init__(
@@ -221,14 +238,23 @@ class BertForTokenClassification(BertTaskModel):
         config: BertConfig,
         num_labels: int,
         classifier_dropout: Optional[float] = None,
+        head: str = "softmax",
+        label_names: Optional[Sequence[str]] = None,
         *,
         encoder: Optional[BertModel] = None,
     ):
         super().__init__(config, encoder)
         if num_labels < 2:
             raise ValueError(f"token classification needs at least 2 labels, got {num_labels}")
+        if head not in TAGGING_HEADS:
+            raise ValueError(f"unknown tagging head {head!r}; choose one of {TAGGING_HEADS}")
+        if label_names is not None and head != "crf":
+            raise ValueError("label_names set the CRF's BIO constraints: they need head='crf'")
         self.num_labels = num_labels
+        self.head = head
         self._add_classifier(num_labels, classifier_dropout)
+        # built after the classifier, from zeros: the same seed gives both heads the same classifier
+        self.crf = LinearChainCRF(num_labels, label_names) if head == "crf" else None
 
     def forward(
         self,
@@ -237,6 +263,7 @@ class BertForTokenClassification(BertTaskModel):
         attention_mask: Optional[torch.Tensor] = None,
         labels: Optional[torch.Tensor] = None,
         *,
+        word_mask: Optional[torch.Tensor] = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
     ) -> TokenClassifierOutput:
@@ -245,12 +272,43 @@ class BertForTokenClassification(BertTaskModel):
             output_hidden_states=output_hidden_states, output_attentions=output_attentions,
         )
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, C)
+        if labels is not None and attention_mask is not None:
+            labels = labels.masked_fill(attention_mask == 0, IGNORE_INDEX)  # padding never counts
+        if self.crf is not None:
+            loss, tags = self._crf_outputs(logits, attention_mask, labels, word_mask)
+            return TokenClassifierOutput(logits, loss, out.hidden_states, out.attentions, tags)
+        if word_mask is not None:
+            raise ValueError("word_mask tells the CRF head where the words are; the softmax head reads labels")
         loss = None
         if labels is not None:
-            if attention_mask is not None:
-                labels = labels.masked_fill(attention_mask == 0, IGNORE_INDEX)  # padding never counts
             loss = _masked_cross_entropy(logits.flatten(0, 1), labels.flatten())
         return TokenClassifierOutput(logits, loss, out.hidden_states, out.attentions)
+
+    def _crf_outputs(self, logits: torch.Tensor, attention_mask, labels, word_mask):
+        """(loss or None, Viterbi tags (B, T) in eval mode or None), the CRF over each sentence's words."""
+        if word_mask is not None:
+            words = word_mask.bool()  # (B, T)
+        elif labels is not None:
+            words = labels != IGNORE_INDEX  # the first pieces: align_word_labels labels only those
+        elif attention_mask is not None:
+            words = attention_mask.bool()
+        else:
+            words = torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device)
+        emissions, mask = pack_positions(logits, words)  # (B, W, C), (B, W)
+        loss = None
+        if labels is not None:
+            if mask.any():
+                word_labels, _ = pack_positions(labels, words)  # (B, W)
+                loss = self.crf(emissions, word_labels, mask)
+            else:  # truncation cut every word of the batch: no signal, but a graph for backward()
+                loss = logits.sum() * 0.0
+        tags = None
+        if not self.training:
+            paths = self.crf.decode(emissions, mask)
+            packed = torch.tensor([p + [0] * (mask.shape[1] - len(p)) for p in paths],
+                                  dtype=torch.long, device=logits.device).reshape(mask.shape)  # (B, W)
+            tags = unpack_positions(packed, mask, words, IGNORE_INDEX)  # (B, T)
+        return loss, tags
 
 
 def _masked_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
