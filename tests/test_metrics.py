@@ -15,6 +15,8 @@ from bertedu.training.metrics import (
     precision_recall_f1,
     squad_f1,
     squad_metrics,
+    stray_inside_tags,
+    tagging_errors,
 )
 
 seqeval_metrics = pytest.importorskip("seqeval.metrics")
@@ -161,6 +163,42 @@ def test_entity_errors():
         bio_entities(["B-PER", "PER"])
     with pytest.raises(ValueError, match="sequence 1"):
         entity_prf([["O"], ["O", "O"]], [["O"], ["O"]])
+
+
+def test_stray_inside_tags_hand_written():
+    assert stray_inside_tags(["O", "I-PER", "I-PER", "B-LOC", "I-PER"]) == 2  # after O; after B-LOC
+    assert stray_inside_tags(["I-LOC"]) == 1  # first: an O comes before
+    assert stray_inside_tags(["B-PER", "I-PER", "I-PER", "O", "B-LOC", "I-LOC"]) == 0
+    assert stray_inside_tags(["B-LOC", "I-LOC", "I-PER"]) == 1  # a change of type inside
+    assert stray_inside_tags(["B", "I", "O", "I"]) == 1  # untyped tags follow the same rule
+
+
+def test_tagging_errors_sort_every_wrong_entity_into_one_kind():
+    gold = [["B-PER", "I-PER", "I-PER", "O", "B-LOC", "O", "O", "B-ORG"]]
+    pred = [["B-PER", "I-PER", "O", "O", "B-ORG", "O", "B-LOC", "I-ORG"]]
+    # gold PER 0-2, LOC 4, ORG 7; pred PER 0-1 (cut short: boundary), ORG 4 (a gold span, wrong type),
+    # LOC 6 (touches nothing: spurious), ORG 7 (the stray I-ORG after B-LOC opens it: correct)
+    assert tagging_errors(gold, pred) == {
+        "invalid_sequences": 1, "stray_inside_tags": 1, "predicted_entities": 4, "type_errors": 1,
+        "boundary_errors": 1, "spurious_entities": 1, "missed_entities": 0}
+    # one entity found where gold has two: a boundary error; a gold entity nothing touches is missed
+    assert tagging_errors([["B-LOC", "B-LOC", "O", "B-PER"]], [["B-LOC", "I-LOC", "O", "O"]]) == {
+        "invalid_sequences": 0, "stray_inside_tags": 0, "predicted_entities": 1, "type_errors": 0,
+        "boundary_errors": 1, "spurious_entities": 0, "missed_entities": 1}
+
+
+def test_tagging_errors_add_up_on_random_sequences():
+    """correct + type + boundary + spurious = every predicted entity, whatever the tags."""
+    rng = random.Random(0)
+    tags = ["O", "O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    gold = [[rng.choice(tags) for _ in range(rng.randint(1, 12))] for _ in range(200)]
+    pred = [[rng.choice(tags) for _ in g] for g in gold]
+    errors = tagging_errors(gold, pred)
+    correct = sum(len(bio_entities(g) & bio_entities(p)) for g, p in zip(gold, pred))
+    assert correct + errors["type_errors"] + errors["boundary_errors"] + errors["spurious_entities"] \
+        == errors["predicted_entities"] == sum(len(bio_entities(p)) for p in pred)
+    assert errors["invalid_sequences"] == sum(stray_inside_tags(p) > 0 for p in pred) > 0
+    assert min(errors.values()) > 0  # every kind occurs in 200 random sequences
 
 
 # ---------------------------------------------------------------------------------------

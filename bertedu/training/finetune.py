@@ -68,6 +68,7 @@ from ..errors import MissingFileError, OutputFolderError, SettingError, as_user_
 from .jobs import TrainingInterrupted, run_lock, stop_signals
 from .taskio import QAIO, ClassificationIO, TaggingIO, TaskIO, predict, task_io  # noqa: F401 (re-exported)
 from ..model.tasks import (
+    TAGGING_HEADS,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
@@ -83,6 +84,7 @@ BEST_DIR = "best"
 TASK_INFO_NAME = "task.json"
 RESULTS_NAME = "results.json"
 INITS = ("minilm", "random", *MASKED_LMS)  # or a `bertedu pretrain --out` folder
+CRF_LR = 1e-2  # --head crf: the transition scores' peak learning rate (FinetuneConfig.crf_lr's help says why)
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,14 @@ class FinetuneConfig(TrainConfig):
                                           "mean pooling for classification, as sentence-BERT)")
     pooling: Optional[str] = setting(None, "classification: pooler (BERT's tanh(dense([CLS]))) or mean (of "
                                            "the real tokens) (None: mean with --freeze-encoder, else pooler)")
+    head: str = setting("softmax", "tagging: softmax (each word's tag on its own, BERT's head) or crf (BERT+CRF: a "
+                                   "linear-chain CRF over the words, its transition scores trained with the "
+                                   "encoder; Viterbi decoding that never writes I-X after anything but B-X or I-X)")
+    crf_lr: Optional[float] = setting(None, f"--head crf: peak learning rate of the CRF's transition scores (None: "
+                                            f"{CRF_LR:g}). They start at 0 and must grow to the size of the "
+                                            "emission scores, a few units, within a few hundred steps; AdamW "
+                                            "moves a parameter by about its learning rate per step, so at the "
+                                            "encoder's 5e-5 (0.025 in 500 steps) they would stay near 0")
     # the loop's settings, with fine-tuning's defaults (a budget of `steps` wins over `epochs`)
     out: str = setting("runs/finetune", "output folder: vocab.txt, checkpoint-<step>/, metrics.jsonl, "
                                         "metrics.png, model/ (the best weights), predictions_dev.jsonl, "
@@ -192,6 +202,7 @@ class FinetuneConfig(TrainConfig):
             raise ValueError(f"eval_every must be 0 (once per epoch) or a number of steps, got {self.eval_every}")
         if self.pooling not in (None, "pooler", "mean"):
             raise ValueError(f"pooling must be 'pooler' or 'mean', got {self.pooling!r}")
+        self._check_head()
         if not 0 <= self.soft_weight <= 1:
             raise ValueError(f"soft_weight must be between 0 and 1, got {self.soft_weight}")
         if self.temperature <= 0:
@@ -200,6 +211,23 @@ class FinetuneConfig(TrainConfig):
             raise ValueError(f"layer_weight must be 0 (off) or positive, got {self.layer_weight}")
         if self.teacher is not None and not os.path.isdir(self.teacher):
             raise ValueError(f"teacher must be a `bertedu finetune --out` folder; {self.teacher!r} is not a folder")
+
+    def _check_head(self) -> None:
+        if self.head not in TAGGING_HEADS:
+            raise ValueError(f"head must be one of {', '.join(TAGGING_HEADS)}, got {self.head!r}")
+        if self.crf_lr is not None and self.head != "crf":
+            raise ValueError("--crf-lr is the learning rate of a CRF's transitions: it needs --head crf")
+        if self.crf_lr is not None and not self.crf_lr > 0:
+            raise ValueError(f"crf_lr must be positive, got {self.crf_lr}")
+        if self.head == "crf" and self.teacher is not None:
+            raise ValueError("--teacher teaches per-word tag distributions, which a CRF head does not have: "
+                             "drop --teacher or use --head softmax")
+
+    def resolved_crf_lr(self) -> Optional[float]:
+        """The CRF's own peak learning rate (--head crf), None for a softmax head."""
+        if self.head != "crf":
+            return None
+        return self.crf_lr if self.crf_lr is not None else CRF_LR
 
     def _check_lr(self) -> None:
         if self.lr is not None:  # None: resolved_lr() picks it from init and freeze_encoder
@@ -321,9 +349,18 @@ def _head_kwargs(cfg: FinetuneConfig, task) -> dict:
     if task.kind in ("classification", "pair-classification"):
         pooling = cfg.pooling or ("mean" if cfg.freeze_encoder else "pooler")
         return {"num_labels": len(task.labels), "pooling": pooling}
+    if task.kind == "tagging" and cfg.head == "crf":  # the tag names give the CRF its BIO constraints
+        return {"num_labels": len(task.labels), "head": "crf", "label_names": list(task.labels)}
     if task.kind == "tagging":
         return {"num_labels": len(task.labels)}
     return {}
+
+
+def _task_info(cfg: FinetuneConfig, task, io: TaskIO) -> dict:
+    """What `load_finetuned` needs besides the weights (model/task.json): the head's arguments among them."""
+    return {"task": task.name, "kind": task.kind, "labels": task.labels, "head": _head_kwargs(cfg, task),
+            "max_seq_length": io.max_seq_length, "init": cfg.init,
+            **({"null_threshold": io.null_threshold} if getattr(io, "version2", False) else {})}
 
 
 def save_finetuned(model, out: str | os.PathLike, info: dict) -> Path:
@@ -353,6 +390,9 @@ def attach_task_teacher(model, teacher_run: str, task, vocab: Path, soft_weight:
         raise SettingError("--teacher: distillation while fine-tuning takes classification and tagging tasks, not QA")
     with as_user_error(f"--teacher {teacher_run}", FileNotFoundError):
         teacher, _, info = load_finetuned(teacher_run)
+    if info["head"].get("head", "softmax") != "softmax":
+        raise SettingError(f"--teacher {teacher_run} tags with a CRF, whose scores are no per-word tag "
+                           "distributions to learn from: use a teacher fine-tuned with --head softmax")
     if info["task"] != task.name or list(info["labels"]) != list(task.labels):
         raise SettingError(f"--teacher {teacher_run} was fine-tuned on {info['task']} with labels "
                            f"{', '.join(info['labels'])}: the teacher must have done this task, {task.name}")
@@ -377,7 +417,7 @@ def _write_predictions(path: Path, examples, predictions, io: TaskIO, with_gold:
 
 def train_with_early_stopping(model, io: TaskIO, train_items: list, dev: list, dev_items: list, train_cfg,
                               eval_every: int = 0, patience: Optional[int] = None, progress: bool = False,
-                              resume: bool = False):
+                              resume: bool = False, peak_lrs: Optional[dict[str, float]] = None):
     """Run `train()` in chunks of `eval_every` steps (0: one epoch), scoring `dev` after each.
 
     Each chunk ends with `stop_at_step` and a checkpoint in train_cfg.out; the next
@@ -391,14 +431,15 @@ def train_with_early_stopping(model, io: TaskIO, train_items: list, dev: list, d
     The best weights so far are also written to out/best/, so that `resume` (after
     SIGINT / SIGTERM: TrainingInterrupted, raised here too when a signal comes while dev
     is scored) picks up the evaluations from metrics.jsonl and the best from out/best/.
+    peak_lrs: parameter-name prefix -> its own peak learning rate (the CRF's, "crf."), as `train()` takes it.
     """
     with stop_signals() as stop:
         return _train_with_early_stopping(model, io, train_items, dev, dev_items, train_cfg, eval_every, patience,
-                                          progress, resume, stop)
+                                          progress, resume, stop, peak_lrs)
 
 
 def _train_with_early_stopping(model, io, train_items, dev, dev_items, train_cfg, eval_every, patience, progress,
-                               resume, stop):
+                               resume, stop, peak_lrs):
     from .loop import append_metrics, train
 
     steps_per_epoch = len(train_items) // train_cfg.batch_size  # one process: dev scoring is not distributed
@@ -411,7 +452,7 @@ def _train_with_early_stopping(model, io, train_items, dev, dev_items, train_cfg
             return best, evaluations, True  # it had stopped early; only the outputs were missing
     while True:
         result = train(model, train_items, io.collate, train_cfg, resume=resume or step > 0,
-                       stop_at_step=step + every)
+                       stop_at_step=step + every, peak_lrs=peak_lrs)
         if result.step == step and evaluations:  # resumed after the last evaluation: nothing left to train
             return best, evaluations, False
         step = result.step
@@ -504,13 +545,15 @@ def finetune(cfg: FinetuneConfig, resume: bool = False) -> dict:
 
     {"task", "kind", "init", "dev": metrics, "test": metrics or None, "extra", "note",
      "best_step", "steps", "stopped_early", "evaluations": [{"step", "loss", metrics}],
-     "train_examples", "train_features", "dev_examples", "test_examples", "lr",
-     "elapsed_s", "config"}
+     "train_examples", "train_features", "dev_examples", "test_examples", "lr", "crf_lr"
+     (--head crf: the CRF's peak learning rate; else None), "elapsed_s", "config"}
 
     dev/test metrics: classification {accuracy, f1} and tagging {precision, recall, f1,
-    per_type} are fractions; QA {exact_match, f1} are percentages. Where the test split
-    has no labels (GLUE) or is missing, "test" is None and "note" says so; "extra" scores
-    further labelled evaluation splits (MNLI's dev_mismatched). One process (not torchrun).
+    per_type} are fractions, QA {exact_match, f1} percentages; tagging's also hold "errors",
+    counts of invalid BIO and of wrong entities by kind (`bertedu.training.metrics.tagging_errors`).
+    Where the test split has no labels (GLUE) or is missing, "test" is None and "note" says
+    so; "extra" scores further labelled evaluation splits (MNLI's dev_mismatched). One
+    process (not torchrun).
 
     resume: continue the interrupted run in cfg.out (same settings). The run holds
     out/.lock throughout (bertedu.training.jobs.run_lock); a user's mistake raises a UserError.
@@ -553,6 +596,9 @@ def _load_task_data(cfg: FinetuneConfig):
         task = task.subsample(cfg.max_train, cfg.max_eval, cfg.data_seed)
     if not task.train or not task.dev:
         raise SettingError(f"{task.name} needs a train and a dev split to fine-tune and select on; got {task.summary()}")
+    if cfg.head != "softmax" and task.kind != "tagging":
+        raise SettingError(f"--head {cfg.head} decodes tag sequences, for tagging tasks; {task.name} is a "
+                           f"{task.kind} task: drop --head {cfg.head}")
     return task
 
 
@@ -595,9 +641,10 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
         lr=cfg.resolved_lr(), epochs=None if cfg.steps is not None else cfg.epochs, precision=precision,
         out=str(out), eval_every=0, save_every=0, keep_checkpoints=1,
     )
+    crf_lr = cfg.resolved_crf_lr()  # the CRF's transitions get their own, higher rate
     best, evaluations, stopped_early = train_with_early_stopping(model, io, train_items, task.dev, dev_items,
                                                                  train_cfg, cfg.eval_every, cfg.patience, cfg.progress,
-                                                                 resume=resume)
+                                                                 resume=resume, peak_lrs={"crf.": crf_lr} if crf_lr else None)
     model.load_state_dict(best["state"])  # the best weights on dev, whatever came after
     if cfg.teacher is not None:
         detach_task_teacher(model)
@@ -606,10 +653,7 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
         best["preds"] = io.choose_null_threshold(task.dev)
         best["metrics"] = io.score(task.dev, best["preds"])
 
-    info = {"task": task.name, "kind": task.kind, "labels": task.labels, "head": _head_kwargs(cfg, task),
-            "max_seq_length": io.max_seq_length, "init": cfg.init,
-            **({"null_threshold": io.null_threshold} if getattr(io, "version2", False) else {})}
-    save_finetuned(model, out, info)
+    save_finetuned(model, out, _task_info(cfg, task, io))
     _write_predictions(out / "predictions_dev.jsonl", task.dev, best["preds"], io, with_gold=True)
     test_metrics, note, extra, extra_sizes = _score_other_splits(model, io, task, out, cfg.batch_size, precision)
     records_path = out / "metrics.jsonl"
@@ -623,7 +667,8 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
         "evaluations": evaluations,
         "train_examples": len(task.train), "train_features": len(train_items),
         "dev_examples": len(task.dev), "test_examples": len(task.test), "extra_examples": extra_sizes,
-        "lr": train_cfg.lr, "elapsed_s": time.perf_counter() - start_time, "config": dataclasses.asdict(cfg),
+        "lr": train_cfg.lr, "crf_lr": crf_lr, "elapsed_s": time.perf_counter() - start_time,
+        "config": dataclasses.asdict(cfg),
     }
     shutil.rmtree(out / BEST_DIR, ignore_errors=True)  # model/ holds them now
     with open_atomic(out / RESULTS_NAME) as f:  # last: its presence says the run finished

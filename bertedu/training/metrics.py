@@ -4,7 +4,9 @@
   computed as scikit-learn computes them (a test checks that they agree).
 - Tagging: entity-level precision / recall / F1 for BIO tags (`bio_entities`,
   `entity_prf`), as `seqeval` computes them in its default (conlleval) mode: an entity
-  counts only when its type, its first token and its last token all match.
+  counts only when its type, its first token and its last token all match; and what goes
+  wrong (`stray_inside_tags`, `tagging_errors`): invalid BIO, and wrong entities sorted
+  into type, boundary and spurious errors.
 - Extractive QA: SQuAD exact match and token-overlap F1 after the official answer
   normalisation (`normalize_answer`, `exact_match`, `squad_f1`, `squad_metrics`).
 - Noise: `bootstrap_se`, the standard error of any score over a test set, for telling a
@@ -198,6 +200,61 @@ def entity_prf(true_seqs, pred_seqs) -> dict:
         per_type[kind] = scores(pick(gold), pick(pred), pick(correct))
     total = scores(gold, pred, correct)
     return {"precision": total["precision"], "recall": total["recall"], "f1": total["f1"], "per_type": per_type}
+
+
+def stray_inside_tags(tags: Sequence[str]) -> int:
+    """The tags of one sequence that break BIO: an I-X (or a BIOES E-X) whose previous tag is
+    neither B-X nor I-X; before the first tag there is an O. `["O", "I-PER", "I-PER",
+    "B-LOC", "I-PER"]` -> 2 (the first I-PER, after O; the last, after B-LOC). A softmax head
+    can write these; a CRF decoded under BIO constraints cannot (bertedu.model.crf)."""
+    stray, previous = 0, (OUTSIDE, "")
+    for tag in tags:
+        prefix, kind = _split_tag(tag)
+        if prefix in ("I", "E") and not (previous[0] in ("B", "I") and previous[1] == kind):
+            stray += 1
+        previous = (prefix, kind)
+    return stray
+
+
+def tagging_errors(true_seqs, pred_seqs) -> dict[str, int]:
+    """Counts of what goes wrong in predicted tag sequences against the gold ones:
+
+        invalid_sequences   predicted sequences with at least one stray I- tag (`stray_inside_tags`)
+        stray_inside_tags   the stray I- tags in all predicted sequences
+        predicted_entities  every predicted entity (read as `bio_entities` reads it: a stray
+                            I- opens an entity), of which the wrong ones are exactly one of:
+        type_errors         the span (first and last word) of a gold entity, another type
+        boundary_errors     overlapping at least one gold entity (of any type), but the span
+                            of none: a name cut short, run on, or split
+        spurious_entities   overlapping no gold entity at all
+        missed_entities     gold entities that no predicted entity overlaps
+
+    So predicted_entities = correct + type_errors + boundary_errors + spurious_entities, and
+    type_errors + boundary_errors are the wrong predictions that "touch" a gold entity
+    (notebook 09's error analysis).
+    """
+    true_seqs, pred_seqs = _as_sequences(true_seqs), _as_sequences(pred_seqs)
+    if len(true_seqs) != len(pred_seqs):
+        raise ValueError(f"{len(true_seqs)} gold sequences but {len(pred_seqs)} predicted ones")
+    counts = dict.fromkeys(("invalid_sequences", "stray_inside_tags", "predicted_entities", "type_errors",
+                            "boundary_errors", "spurious_entities", "missed_entities"), 0)
+    for true, pred in zip(true_seqs, pred_seqs):
+        stray = stray_inside_tags(pred)
+        counts["invalid_sequences"] += stray > 0
+        counts["stray_inside_tags"] += stray
+        gold, found = bio_entities(true), bio_entities(pred)
+        gold_spans = {(a, b) for _, a, b in gold}
+        overlaps = lambda a, b, entities: any(a <= b2 and a2 <= b for _, a2, b2 in entities)  # noqa: E731
+        counts["predicted_entities"] += len(found)
+        for kind, a, b in found - gold:
+            if (a, b) in gold_spans:
+                counts["type_errors"] += 1
+            elif overlaps(a, b, gold):
+                counts["boundary_errors"] += 1
+            else:
+                counts["spurious_entities"] += 1
+        counts["missed_entities"] += sum(not overlaps(a, b, found) for _, a, b in gold)
+    return counts
 
 
 # ----------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from .metrics import (
     f1_score,
     squad_metrics,
     squad_v2_metrics,
+    tagging_errors,
 )
 from ..utils import autocast, eval_mode
 
@@ -153,6 +154,9 @@ class TaggingIO(TaskIO):
         return batch
 
     def rows(self, out, items) -> list[torch.Tensor]:
+        if getattr(out, "tags", None) is not None:  # a CRF head: its Viterbi path, at the first pieces
+            tags = out.tags.cpu()  # (B, T)
+            return [tags[i, : len(it["input_ids"])] for i, it in enumerate(items)]  # (T_i,) each
         logits = out.logits.float().cpu()  # (B, T, C)
         return [logits[i, : len(it["input_ids"])] for i, it in enumerate(items)]  # (T_i, C) each
 
@@ -165,7 +169,9 @@ class TaggingIO(TaskIO):
         return list(example.tags)
 
     def score(self, examples, predictions) -> dict:
-        return entity_prf([e.tags for e in examples], predictions)
+        """Entity precision, recall, F1 and per_type; "errors" counts invalid BIO and the wrong entities by kind."""
+        golds = [e.tags for e in examples]
+        return {**entity_prf(golds, predictions), "errors": tagging_errors(golds, predictions)}
 
 
 @dataclass
