@@ -10,7 +10,7 @@ import torch
 
 from bertedu.data import PretrainingDataset, create_pretraining_examples
 from bertedu.data.corpora import peoples_daily_words, wiki_en
-from bertedu.data.pretraining import tokenize_document
+from bertedu.data.pretraining import tokenize_document, tokenize_documents
 from bertedu.data.stream import ExampleStore, shards, write_pretraining_examples
 from bertedu.training.pretrain import PretrainConfig, is_held_out, pretrain
 from bertedu.pretrained import minilm_vocab_path
@@ -38,6 +38,14 @@ def test_one_shard_reproduces_the_in_memory_examples(tokenizer, documents, tmp_p
     assert len(store) == len(expected) > 100
     assert [as_tuple(store[i]) for i in range(len(store))] == [as_tuple(e) for e in expected]
     assert store.meta["shards"] == 1 and store.has_word_ids
+
+
+def test_documents_tokenized_in_one_batch_are_the_documents_tokenized_one_by_one(tokenizer, documents):
+    words = [["北京", "是", "首都"], ["我们", "去", "长城"]]  # a corpus's own word segmentation
+    mixed = [*documents, [*documents[0][:2], words[0], "one more sentence ."], [words[1]]]
+    assert tokenize_documents(mixed, tokenizer) == [tokenize_document(d, tokenizer) for d in mixed]
+    with pytest.raises(TypeError, match="Document 7 is a string"):
+        tokenize_documents([["a ."], "not a list"], tokenizer, first_index=6)
 
 
 def test_shards_read_the_stream_lazily_and_never_leave_a_lone_document():

@@ -339,3 +339,12 @@ def test_load_task_hugging_face(monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(RuntimeError, match=r"(?s)rajpurkar/squad.*reach the Hugging Face Hub.*--task PATH"):
         load_task("squad")
+
+
+def test_an_embedded_task_is_built_once_and_each_caller_gets_its_own_lists():
+    first, second = load_task("ner-en"), load_task("ner-en")
+    assert first is not second and first.train is not second.train
+    assert first.train == second.train and first.description == second.description
+    first.train.clear()  # a caller changing its copy ...
+    assert load_task("ner-en").train == second.train and second.train  # ... changes no one else's
+    assert load_task("ner-en", seed=1).description != second.description  # another seed, another split

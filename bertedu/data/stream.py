@@ -37,7 +37,7 @@ import numpy as np
 from .pretraining import (
     PretrainingExample,
     create_pretraining_examples,
-    tokenize_document,
+    tokenize_documents,
 )
 
 META_NAME = "meta.json"
@@ -107,7 +107,7 @@ def write_pretraining_examples(
             open(partial / "word_starts.bin", "wb") as words_file, \
             tqdm(desc="documents", unit="doc", disable=not progress) as bar:
         for shard in shards(texts, shard_documents):
-            tokenized = [tokenize_document(d, tokenizer, n_documents + i) for i, d in enumerate(shard)]
+            tokenized = tokenize_documents(shard, tokenizer, n_documents)
             examples = create_pretraining_examples(
                 tokenized, max_seq_length, short_seq_prob, nsp_prob, rng, vocab=tokenizer.vocab
             )

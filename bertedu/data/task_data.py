@@ -23,6 +23,7 @@ so the splits are the same on every run and every machine.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import random
@@ -512,6 +513,24 @@ def load_hf_task(name: str) -> TaskData:
                                             "from Hugging Face datasets")
 
 
+def _embedded_task(name: str, seed: int, options: dict) -> TaskData:
+    """An embedded task, built once per process (some take seconds to build: a notebook or
+    a test suite that fine-tunes several times would rebuild them each time). The copy
+    returned has its own lists, so a caller may change them; the examples are shared and
+    frozen."""
+    try:
+        key = tuple(sorted(options.items()))
+        hash(key)
+    except TypeError:  # an unhashable option: build it afresh
+        return EMBEDDED_TASKS[name](seed=seed, **options)
+    return _built_task(name, seed, key).subsample()
+
+
+@functools.lru_cache(maxsize=4)
+def _built_task(name: str, seed: int, options: tuple) -> TaskData:
+    return EMBEDDED_TASKS[name](seed=seed, **dict(options))
+
+
 def load_task(
     name_or_path: str | os.PathLike,
     max_train: int | None = None,
@@ -526,7 +545,7 @@ def load_task(
     text_pair_column, label_column). `max_train` / `max_eval` subsample (seeded)."""
     spec = os.fspath(name_or_path)
     if spec in EMBEDDED_TASKS:
-        task = EMBEDDED_TASKS[spec](seed=seed, **options)
+        task = _embedded_task(spec, seed, options)
     elif spec in HF_TASKS and not options:
         task = load_hf_task(spec)
     elif os.path.exists(os.path.expanduser(spec)) and set(options) <= {"text_column", "text_pair_column",
