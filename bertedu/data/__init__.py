@@ -1,7 +1,8 @@
 """Data for BERT: corpora, pretraining examples (NSP pairs), MLM masking, collators, tasks.
 
 Everything that turns text and files into examples: the tokenizer (`tokenizer.py`, WordPiece
-written out and the fast path on `tokenizers`, notebook 01), the embedded corpora
+written out and the fast path on `tokenizers`, notebook 01) and how its vocabulary is learnt
+(`wordpiece_train.py`, notebook 01), the embedded corpora
 (`corpora.py`, `sentences.py`), vocabularies (`vocab.py`), MLM masking (`masking.py`,
 notebook 05), NSP and SOP pairs and packing (`pretraining.py`, `sop.py`, `packing.py`,
 `stream.py` for corpora larger than memory; `documents.py` for whole documents cut into
