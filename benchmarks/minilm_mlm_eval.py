@@ -6,6 +6,7 @@ ships them; the frozen word embeddings stay MiniLM's), all 298 held-out sequence
 of tests/test_pretrained.py. A shipped name (minilm-mlm) is measured as it is.
 
     python benchmarks/minilm_mlm_eval.py runs/minilm-mlm-new-r15a-seed0
+    python benchmarks/minilm_mlm_eval.py RUN 8     # the first 8 held-out sequences only (a smoke test)
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ from bertedu.training.heldout import masked_accuracy  # noqa: E402
 from bertedu.training.pretrain import load_masked_lm_or_run  # noqa: E402
 
 
-def main(run: str) -> None:
+def main(run: str, max_sequences: int | None = None) -> None:
     torch.set_num_threads(2)
     model, tokenizer = load_masked_lm_or_run(run)
     if run not in MASKED_LMS:  # a run: its weights as they would ship, through fp16 and back
         state = {k: v.half().float() for k, v in trainable_state(model.state_dict()).items()}
         model.load_state_dict(state, strict=False)  # the word embeddings stay MiniLM's own
 
-    held_out = masked_accuracy(model, tokenizer, seed=0)
-    print(f"held-out, all sequences: accuracy {held_out['accuracy']:.4f}, loss {held_out['loss']:.3f}, "
+    held_out = masked_accuracy(model, tokenizer, seed=0, max_sequences=max_sequences)
+    which = "all sequences" if max_sequences is None else f"the first {max_sequences} sequences"
+    print(f"held-out, {which}: accuracy {held_out['accuracy']:.4f}, loss {held_out['loss']:.3f}, "
           f"{held_out['tokens']} masked positions")
     hits = 0
     for text, want in PROBES:
@@ -50,4 +52,4 @@ def main(run: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None)
