@@ -26,7 +26,9 @@ Two scores, one loop (`score=`):
 - `"frequency"`, BPE's: count(ab). Hugging Face `tokenizers`' `WordPieceTrainer` is its BPE
   trainer with the `##` prefix (tokenizers issue #697: "we use the same algorithm as BPE to
   train a WordPiece model"); with this score and the same tie-breaking this module
-  reproduces it (tests/test_wordpiece_train.py).
+  reproduces it (tests/test_wordpiece_train.py). What the two scores do on the embedded
+  corpora, and what the vocabulary size does to held-out text: notebook 01 §4 and
+  docs/tokenization.md.
 
 Ties are broken deterministically, as `tokenizers` does as far as it is deterministic:
 among pairs of equal score, the one whose left piece entered the vocabulary first wins,
