@@ -164,30 +164,33 @@ def test_distill_table_reads_finished_runs_and_scores_the_split_asked_for(tmp_pa
 
 
 @pytest.mark.slow
-def test_plateau_cross_tables_score_a_run_on_both_kinds_of_held_out_example(tmp_path):
+def test_plateau_cross_tables_score_a_run_on_both_kinds_of_held_out_example(tmp_path, monkeypatch, capsys):
+    import runpy
+
     from bertedu.cli import main
 
     run = tmp_path / "run"
     assert main(["pretrain", "--preset", "tiny", "--steps", "2", "--batch-size", "4", "--corpus", "wiki-en",
                  "--max-documents", "30", "--vocab-size", "600", "--no-progress", "--max-seq-length", "48",
                  "--no-nsp", "--max-eval-examples", "16", "--out", str(run)]) == 0
+    capsys.readouterr()
+
+    def plateau(*args) -> tuple[str, str, str]:  # the script, run as `python benchmarks/plateau.py ARGS` is
+        monkeypatch.setattr(sys, "argv", ["plateau.py", *args])
+        runpy.run_path(str(REPO / "benchmarks" / "plateau.py"), run_name="__main__")
+        header, rule, row = capsys.readouterr().out.strip().splitlines()
+        return header, rule, row
+
     for flag, columns in [("--cross-packing", "sentence-pair examples | held-out MLM acc., FULL-SENTENCES blocks"),
                           ("--cross-masks", "token masks | held-out MLM acc., whole-word masks")]:
-        proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "plateau.py"), flag, str(run)],
-                              capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        header, rule, row = proc.stdout.strip().splitlines()
+        header, rule, row = plateau(flag, str(run))
         assert columns in header and rule == "|---|--:|--:|"
         scores = [float(x) for x in row.strip("| ").split(" | ")[1:]]
         assert row.startswith("| run |") and len(scores) == 2 and all(0 <= s <= 1 for s in scores)
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "plateau.py"), "--held-out-as", "whole_word=true",
-                           "packing=full-sentences", "--", str(run)],
-                          capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    header, rule, row = proc.stdout.strip().splitlines()
+    header, rule, row = plateau("--held-out-as", "whole_word=true", "packing=full-sentences", "--", str(run))
     assert "with whole_word=true packing=full-sentences" in header and rule == "|---|--:|"
     assert row.startswith("| run |") and 0 <= float(row.strip("| ").split(" | ")[1]) <= 1
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "plateau.py"), "--words", str(run)],
-                          capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    header, rule, row = proc.stdout.strip().splitlines()
+    header, rule, row = plateau("--words", str(run))
     assert "per word, whole-word masks" in header and rule.count("--:") == 6
     cells = row.strip("| ").split(" | ")
     assert cells[0] == "run" and int(cells[1].replace(",", "")) <= 600 and float(cells[2]) >= 1.0

@@ -189,6 +189,21 @@ def test_random_init_for_chinese_builds_a_character_vocabulary(tmp_path):
     assert 0.0 <= results["dev"]["accuracy"] <= 1.0 and 0.0 <= results["test"]["f1"] <= 1.0
 
 
+def test_the_random_init_vocabulary_of_a_tagging_task_and_by_a_models_name(tmp_path):
+    from bertedu.data.task_data import load_task
+    from bertedu.data.vocab import build_char_vocab
+    from bertedu.pretrained import masked_lm_vocab_path
+    from bertedu.training.finetune import _random_init_vocab
+
+    task = load_task("ner-zh", max_train=300, max_eval=10)
+    built = _random_init_vocab(FinetuneConfig(task="ner-zh", init="random", out=str(tmp_path)), task, tmp_path)
+    expected = build_char_vocab([[" ".join(e.tokens)] for e in task.train], tmp_path / "expected.txt", min_count=2)
+    assert built.read_text(encoding="utf-8") == expected.read_text(encoding="utf-8")  # characters seen twice
+    for name, path in (("course-zh", masked_lm_vocab_path("course-zh")), ("minilm", minilm_vocab_path())):
+        cfg = FinetuneConfig(task="ner-zh", init="random", vocab=name, out=str(tmp_path))
+        assert _random_init_vocab(cfg, task, tmp_path) == path  # a model's name: its vocabulary
+
+
 @pytest.mark.slow
 def test_early_stopping_keeps_the_best_weights(sst_dir, small_vocab, tmp_path, monkeypatch):
     # Scripted dev scores: best at the 2nd evaluation, then two without improvement

@@ -109,9 +109,10 @@ class FinetuneConfig(TrainConfig):
                                   "pretraining: the control)")
     preset: str = setting("mini", f"model size for --init random: {', '.join(PRESETS)} (mini is the size "
                                   "`bertedu pretrain` trains by default)")
-    vocab: Optional[str] = setting(None, "vocab.txt for --init random (None: MiniLM's 30,522 pieces for "
-                                         "English; for Chinese, one token per character of the task's "
-                                         "training text)")
+    vocab: Optional[str] = setting(None, "vocab.txt for --init random, or the name of a model whose vocabulary "
+                                         "to use (minilm, or a shipped masked LM such as course-zh: a random "
+                                         "twin of it); None: MiniLM's 30,522 pieces for English, for Chinese one "
+                                         "token per character of the task's training text")
     # inputs
     max_seq_length: Optional[int] = setting(None, "tokens per input, specials included; longer inputs are "
                                                   "truncated, QA contexts cut into windows (None: 128; 384 for QA)")
@@ -266,7 +267,11 @@ def _random_init_vocab(cfg: FinetuneConfig, task, out: Path) -> Path:
     from ..pretrained import minilm_vocab_path
 
     if cfg.vocab:
-        return Path(cfg.vocab)
+        from ..pretrained import MASKED_LMS, masked_lm_vocab_path
+
+        if cfg.vocab == "minilm":
+            return minilm_vocab_path()
+        return masked_lm_vocab_path(cfg.vocab) if cfg.vocab in MASKED_LMS else Path(cfg.vocab)
     if task.language != "zh":
         return minilm_vocab_path()
     # Chinese: one token per character of the training text (Chinese BERT's choice).
