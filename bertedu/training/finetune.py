@@ -138,6 +138,14 @@ class FinetuneConfig(TrainConfig):
                                             "(None: never)")
     freeze_encoder: bool = setting(False, "feature-based use: train the head only, on a frozen encoder (with "
                                           "mean pooling for classification, as sentence-BERT)")
+    freeze_layers: int = setting(0, "train the top of the encoder only: freeze the embeddings and the lowest N "
+                                    "encoder layers (no gradients, left out of the optimizer), any task; at most "
+                                    "the encoder's layer count (0: nothing frozen)")
+    layer_lr_decay: float = setting(1.0, "layer-wise learning-rate decay D in (0, 1] (ELECTRA; Sun et al. 2019): "
+                                         "of L encoder layers numbered 1..L from the bottom, layer l gets --lr "
+                                         "times D^(L-l) (the top layer --lr itself), the embeddings --lr times D^L; "
+                                         "the head and pooler (and a CRF its --crf-lr) keep their rates (1: one "
+                                         "rate for the whole encoder)")
     pooling: Optional[str] = setting(None, "classification: pooler (BERT's tanh(dense([CLS]))) or mean (of "
                                            "the real tokens) (None: mean with --freeze-encoder, else pooler)")
     head: str = setting("softmax", "tagging: softmax (each word's tag on its own, BERT's head) or crf (BERT+CRF: a "
@@ -204,6 +212,7 @@ class FinetuneConfig(TrainConfig):
         if self.pooling not in (None, "pooler", "mean"):
             raise ValueError(f"pooling must be 'pooler' or 'mean', got {self.pooling!r}")
         self._check_head()
+        self._check_layers()
         if not 0 <= self.soft_weight <= 1:
             raise ValueError(f"soft_weight must be between 0 and 1, got {self.soft_weight}")
         if self.temperature <= 0:
@@ -223,6 +232,18 @@ class FinetuneConfig(TrainConfig):
         if self.head == "crf" and self.teacher is not None:
             raise ValueError("--teacher teaches per-word tag distributions, which a CRF head does not have: "
                              "drop --teacher or use --head softmax")
+
+    def _check_layers(self) -> None:
+        if self.freeze_layers < 0:
+            raise ValueError(f"freeze_layers counts encoder layers: 0 (none) or more, got {self.freeze_layers}")
+        if self.freeze_layers and self.freeze_encoder:
+            raise ValueError("--freeze-layers freezes the lowest layers, --freeze-encoder the whole encoder: give "
+                             "one of them")
+        if not 0 < self.layer_lr_decay <= 1:
+            raise ValueError(f"layer_lr_decay must be in (0, 1] (1: no decay), got {self.layer_lr_decay}")
+        if self.layer_lr_decay != 1 and self.freeze_encoder:
+            raise ValueError("--layer-lr-decay sets the encoder layers' learning rates, and --freeze-encoder trains "
+                             "none of them: drop one of the two")
 
     def resolved_crf_lr(self) -> Optional[float]:
         """The CRF's own peak learning rate (--head crf), None for a softmax head."""
@@ -325,6 +346,9 @@ def build_model(cfg: FinetuneConfig, task, out: Path):
     if length > config.max_position_embeddings:
         raise SettingError(f"max_seq_length {length} is beyond the model's {config.max_position_embeddings} "
                            f"positions: use --max-seq-length {config.max_position_embeddings} or less")
+    if cfg.freeze_layers > config.num_hidden_layers:
+        raise SettingError(f"--freeze-layers {cfg.freeze_layers}: the encoder has {config.num_hidden_layers} "
+                           f"layers; freeze at most {config.num_hidden_layers} (or use --freeze-encoder)")
 
     if cfg.init not in ("minilm", "random"):  # a course model or a run: was it trained this long?
         from ..pretrained import length_warning, trained_length
@@ -339,7 +363,44 @@ def build_model(cfg: FinetuneConfig, task, out: Path):
     model = cls.from_encoder(encoder, **head_kwargs) if encoder is not None else cls(config, **head_kwargs)
     if cfg.freeze_encoder:
         freeze_encoder(model)
+    freeze_lower_layers(model, cfg.freeze_layers)
     return model.train(), tokenizer
+
+
+def freeze_lower_layers(model, n: int) -> int:
+    """Freeze the bottom of a task model's encoder: with `n` >= 1 the embeddings and the
+    lowest `n` encoder layers (model.bert.layers[:n]) get requires_grad False, so they get no
+    gradients and `param_groups` leaves them out of the optimizer (no update, no weight
+    decay); `n` = 0 freezes nothing. Dropout still runs in them while training (unlike
+    `freeze_encoder`, which puts the whole encoder in eval mode). Returns the number of
+    parameters frozen. The lower layers hold the more general features, the reason ULMFiT
+    (Howard and Ruder 2018) and Sun et al. 2019 give them smaller steps: here, none."""
+    if n < 0 or n > len(model.bert.layers):
+        raise ValueError(f"freeze_lower_layers: n must be in 0..{len(model.bert.layers)}, got {n}")
+    parts = [model.bert.embeddings, *model.bert.layers[:n]] if n else []
+    for part in parts:
+        part.requires_grad_(False)
+    return sum(p.numel() for part in parts for p in part.parameters())
+
+
+def layerwise_lrs(num_layers: int, lr: float, decay: float, prefix: str = "bert.") -> dict[str, float]:
+    """Layer-wise learning-rate decay (Clark et al. 2020, ELECTRA; Sun et al. 2019, "How to
+    fine-tune BERT for text classification?"): parameter-name prefix -> peak learning rate,
+    for `train(peak_lrs=...)`.
+
+    Encoder layers are numbered l = 1..L from the bottom (parameter names bert.layers.{l-1}.):
+    layer l gets lr * decay**(L - l), so the top layer gets `lr` itself; the embeddings sit
+    one step below layer 1 and get lr * decay**L. Everything not in the map (the task head,
+    the pooler) keeps the config's lr. Every prefix ends with "." so that "bert.layers.1."
+    never matches a parameter of bert.layers.10. The schedule's warm-up and decay then scale
+    each rate (`set_learning_rates`). decay 1 returns {}: no extra groups, today's run.
+    """
+    if decay == 1:
+        return {}
+    lrs = {f"{prefix}embeddings.": lr * decay ** num_layers}
+    for index in range(num_layers):  # index = l - 1
+        lrs[f"{prefix}layers.{index}."] = lr * decay ** (num_layers - 1 - index)
+    return lrs
 
 
 _HEADS = {
@@ -436,7 +497,8 @@ def train_with_early_stopping(model, io: TaskIO, train_items: list, dev: list, d
     The best weights so far are also written to out/best/, so that `resume` (after
     SIGINT / SIGTERM: TrainingInterrupted, raised here too when a signal comes while dev
     is scored) picks up the evaluations from metrics.jsonl and the best from out/best/.
-    peak_lrs: parameter-name prefix -> its own peak learning rate (the CRF's, "crf."), as `train()` takes it.
+    peak_lrs: parameter-name prefix -> its own peak learning rate (the CRF's, "crf."; each encoder
+    layer's under --layer-lr-decay, `layerwise_lrs`), as `train()` takes it.
     """
     with stop_signals() as stop:
         return _train_with_early_stopping(model, io, train_items, dev, dev_items, train_cfg, eval_every, patience,
@@ -551,7 +613,8 @@ def finetune(cfg: FinetuneConfig, resume: bool = False) -> dict:
     {"task", "kind", "init", "dev": metrics, "test": metrics or None, "extra", "note",
      "best_step", "steps", "stopped_early", "evaluations": [{"step", "loss", metrics}],
      "train_examples", "train_features", "dev_examples", "test_examples", "lr", "crf_lr"
-     (--head crf: the CRF's peak learning rate; else None), "elapsed_s", "config"}
+     (--head crf: the CRF's peak learning rate; else None), "elapsed_s", "config" (every setting,
+     freeze_layers and layer_lr_decay among them)}
 
     dev/test metrics: classification {accuracy, f1} and tagging {precision, recall, f1,
     per_type} are fractions, QA {exact_match, f1} percentages; tagging's also hold "errors",
@@ -647,9 +710,11 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
         out=str(out), eval_every=0, save_every=0, keep_checkpoints=1,
     )
     crf_lr = cfg.resolved_crf_lr()  # the CRF's transitions get their own, higher rate
+    peak_lrs = {**layerwise_lrs(len(model.bert.layers), train_cfg.lr, cfg.layer_lr_decay),
+                **({"crf.": crf_lr} if crf_lr else {})}
     best, evaluations, stopped_early = train_with_early_stopping(model, io, train_items, task.dev, dev_items,
                                                                  train_cfg, cfg.eval_every, cfg.patience, cfg.progress,
-                                                                 resume=resume, peak_lrs={"crf.": crf_lr} if crf_lr else None)
+                                                                 resume=resume, peak_lrs=peak_lrs or None)
     model.load_state_dict(best["state"])  # the best weights on dev, whatever came after
     if cfg.teacher is not None:
         detach_task_teacher(model)
