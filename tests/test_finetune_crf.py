@@ -94,3 +94,24 @@ def test_crf_settings_that_cannot_work_are_one_line(capsys, flags, says):
 def test_a_crf_run_is_no_teacher(capsys, crf_run, tmp_path):
     line = _one_line_error(capsys, ["finetune", *RUN, "--teacher", str(crf_run), "--out", str(tmp_path / "s")])
     assert "tags with a CRF" in line
+
+
+def test_the_recorded_study_is_what_docs_print():
+    """bertedu/weights/crf_gap.json (benchmarks/crf_gap.py) against docs/finetuning.md's table: each
+    row's F1 mean ± sd is the record's, recomputed from its per-seed values; the CRF never wrote invalid BIO."""
+    import statistics
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    record = json.loads((root / "bertedu/weights/crf_gap.json").read_text())
+    docs = (root / "docs/finetuning.md").read_text(encoding="utf-8")
+    assert set(record) == {"course-zh/ner-zh", "course-en/ner-en"}
+    for entry in record.values():
+        for row in ("softmax", "softmax_constrained", "crf"):
+            f1 = [run["f1"] for run in entry[row]]
+            assert len(f1) == 3 and entry["summary"][row]["f1"]["mean"] == pytest.approx(statistics.mean(f1))
+            shown = f"{statistics.mean(f1):.3f} ± {statistics.stdev(f1):.3f} ({', '.join(f'{x:.3f}' for x in f1)})"
+            assert shown in docs, shown
+        assert all(run["invalid_sequences"] == 0 for run in entry["crf"] + entry["softmax_constrained"])
+        gap = statistics.mean(c["f1"] - s["f1"] for s, c in zip(entry["softmax"], entry["crf"]))
+        assert f"{gap:+.3f} ± {entry['summary']['f1_gap']['sd']:.3f}" in docs

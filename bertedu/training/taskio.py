@@ -6,7 +6,8 @@ family gets a `TaskIO`:
     classification / pair-classification   [CLS] A [SEP] (B [SEP]) -> one label
                                             accuracy, F1 (binary on labels[1]; macro if > 2)
     tagging                                 words -> pieces, first piece carries the tag
-                                            entity-level precision / recall / F1
+                                            (a CRF head: its Viterbi tags instead of argmax)
+                                            entity-level precision / recall / F1, error counts
     qa                                      [CLS] question [SEP] window [SEP], sliding window
                                             SQuAD exact match / F1 (percentages); with
                                             unanswerable questions (SQuAD 2.0) also HasAns /
