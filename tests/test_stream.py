@@ -43,7 +43,8 @@ def test_one_shard_reproduces_the_in_memory_examples(tokenizer, documents, tmp_p
 def test_documents_tokenized_in_one_batch_are_the_documents_tokenized_one_by_one(tokenizer, documents):
     words = [["北京", "是", "首都"], ["我们", "去", "长城"]]  # a corpus's own word segmentation
     mixed = [*documents, [*documents[0][:2], words[0], "one more sentence ."], [words[1]]]
-    assert tokenize_documents(mixed, tokenizer) == [tokenize_document(d, tokenizer) for d in mixed]
+    one_by_one = [tokenize_document(d, tokenizer) for d in mixed]
+    assert tokenize_documents(mixed, tokenizer) == tokenize_documents(mixed, tokenizer, chunk=7) == one_by_one
     with pytest.raises(TypeError, match="Document 7 is a string"):
         tokenize_documents([["a ."], "not a list"], tokenizer, first_index=6)
 

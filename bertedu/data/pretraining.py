@@ -666,17 +666,20 @@ def tokenize_document(document: Sequence[str | Sequence[str]], tokenizer, index:
     return sentences
 
 
-def tokenize_documents(documents: Sequence[Sequence[str | Sequence[str]]], tokenizer, first_index: int = 0) -> list:
+def tokenize_documents(documents: Sequence[Sequence[str | Sequence[str]]], tokenizer, first_index: int = 0,
+                       chunk: int = 8192) -> list:
     """`tokenize_document` for many documents at once: the same sentences, in one batch.
 
     The plain-text sentences of all the documents go to `tokenizer.tokenize_batch`
-    together, so the fast tokenizer spreads them over the CPU's cores instead of one
+    together, `chunk` at a time (the tokenizer's per-sentence encodings live only as long
+    as their chunk), so the fast tokenizer spreads them over the CPU's cores instead of one
     small batch per document. `first_index` names the first document in errors.
     """
     for k, document in enumerate(documents):
         if isinstance(document, str):
             raise TypeError(f"Document {first_index + k} is a string: a document must be a list of sentences.")
-    pieces = iter(tokenizer.tokenize_batch([s for document in documents for s in document if isinstance(s, str)]))
+    texts = [s for document in documents for s in document if isinstance(s, str)]
+    pieces = iter([p for a in range(0, len(texts), chunk) for p in tokenizer.tokenize_batch(texts[a:a + chunk])])
     return [[next(pieces) if isinstance(sentence, str) else segmented_word_ids(sentence, tokenizer.tokenize)
              for sentence in document] for document in documents]
 
