@@ -62,6 +62,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--sequences", type=int, default=128, help="held-out sequences for the masked accuracy")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--extra", default="", help="flags added to every command (later flags win), e.g. for a smoke test")
     parser.add_argument("--out", required=True)
     parser.add_argument("--json", help="also write the numbers, the commands and the machine here")
     args = parser.parse_args()
@@ -76,7 +77,7 @@ def main() -> None:
         for seed in args.seeds.split(","):
             out = Path(args.out) / f"lr{lr}-seed{seed}"
             command = ["bertedu", "finetune", "--task", args.task, "--init", "minilm-mlm", *RECIPES[args.task].split(),
-                       "--lr", lr, "--seed", seed, "--no-progress", "--out", str(out)]
+                       "--lr", lr, *args.extra.split(), "--seed", seed, "--no-progress", "--out", str(out)]
             if not (out / "results.json").exists():
                 print(" ".join(command), flush=True)
                 subprocess.run([sys.executable, "-m", "bertedu.cli", *command[1:]], env=env, check=True,

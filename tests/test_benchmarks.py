@@ -245,3 +245,26 @@ def test_gpu_minilm_mlm_script_end_to_end_on_cpu(tmp_path):
     assert [r["step"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
             if "eval_mlm_accuracy" in r] == [1, 2]
     assert (out / "checkpoint-2" / "model.safetensors").read_bytes() == weights
+
+@pytest.mark.slow
+def test_finetune_forgetting_and_crf_gap_scripts_run_end_to_end(tmp_path):
+    """The two fine-tuning studies docs/finetuning.md offers, each cut to a couple of steps: their tables and
+    records come out, with the fields the docs and notebook 09 read."""
+    quick = ["--extra", "--steps 2 --max-train 32 --max-eval 16", "--seeds", "0", "--threads", "1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    record = tmp_path / "forgetting.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "finetune_forgetting.py"), "--task", "topic-en",
+                           "--lrs", "1e-4", "--sequences", "4", "--out", str(tmp_path / "f"), "--json", str(record),
+                           *quick], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| 1e-4 |" in proc.stdout.splitlines()[-1]
+    forgetting = json.loads(record.read_text())
+    assert 0 <= forgetting["masked_accuracy_before"] <= 1 and len(forgetting["by_lr"]["1e-4"]["masked_accuracy"]) == 1
+    record = tmp_path / "crf.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "crf_gap.py"), "--tasks", "ner-zh",
+                           "--out", str(tmp_path / "c"), "--json", str(record), *quick],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    entry = json.loads(record.read_text())["course-zh/ner-zh"]
+    assert [len(entry[head]) for head in ("softmax", "crf")] == [1, 1] and entry["crf"][0]["invalid_sequences"] == 0
+    assert "f1_gap" in entry["summary"] and "CRF - softmax" in proc.stdout
