@@ -21,6 +21,7 @@ read, not repeated.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -36,23 +37,29 @@ RECIPES = {
 }
 
 
+@functools.cache
+def _minilm_mlm():
+    """minilm-mlm, its tokenizer and its encoder's shipped weights: loaded once, reused for every run."""
+    from bertedu.pretrained import load_masked_lm
+
+    model, tokenizer = load_masked_lm("minilm-mlm")
+    return model, tokenizer, {k: v.clone() for k, v in model.bert.state_dict().items()}
+
+
 def masked_accuracy_of(run: Path | None, sequences: int) -> float:
     """Held-out masked-token accuracy of minilm-mlm's MLM head on top of `run`'s fine-tuned
     encoder (None: minilm-mlm as shipped)."""
-    import torch
-
-    from bertedu.pretrained import load_masked_lm
     from bertedu.training.finetune import load_finetuned
     from bertedu.training.heldout import masked_accuracy
 
-    model, tokenizer = load_masked_lm("minilm-mlm")
+    model, tokenizer, shipped = _minilm_mlm()
+    model.bert.load_state_dict(shipped)
     if run is not None:
         tuned = load_finetuned(run)[0].bert.state_dict()
         encoder = {k: v for k, v in tuned.items() if not k.startswith("pooler.")}
         missing, unexpected = model.bert.load_state_dict(encoder, strict=False)
         assert not unexpected and all(k.startswith("pooler.") for k in missing), (missing, unexpected)
-    with torch.no_grad():
-        return masked_accuracy(model, tokenizer, seed=0, max_sequences=sequences)["accuracy"]
+    return masked_accuracy(model, tokenizer, seed=0, max_sequences=sequences)["accuracy"]
 
 
 def main() -> None:
