@@ -1,6 +1,6 @@
-"""`bertedu finetune --freeze-layers N` and `--layer-lr-decay D`: what they freeze and which
-learning rate each part gets; their defaults leave a run bit for bit as it was; their misuses
-are one-line errors.
+"""`bertedu finetune --freeze-layers N`, `--layer-lr-decay D` and `--dropout P`: what they
+freeze, which learning rate each part gets, which dropout acts; their defaults leave a run bit
+for bit as it was; their misuses are one-line errors.
 
 Runs are tiny (the tiny preset, 2 layers, from random weights, on a vocabulary of a few dozen
 words, 3 steps): what is checked is the plumbing, not whether either option helps.
@@ -16,7 +16,12 @@ from safetensors.torch import load_file
 import bertedu.training.loop as loop
 from bertedu.cli import main
 from bertedu.model.config import BertConfig
-from bertedu.model.tasks import BertForSequenceClassification, BertForTokenClassification
+from bertedu.model.tasks import (
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    set_dropout,
+)
 from bertedu.training.finetune import (
     FinetuneConfig,
     _load_task_data,
@@ -57,12 +62,13 @@ def run_args(data, out, *flags) -> list[str]:
 def runs(data, tmp_path_factory):
     """name -> (out folder, the optimizer the run trained with) for four runs of the same seed."""
     flags = {"plain": [], "defaults": ["--freeze-layers", "0", "--layer-lr-decay", "1.0"],
-             "frozen": ["--freeze-layers", "1"], "decay": ["--layer-lr-decay", "0.5"]}
+             "frozen": ["--freeze-layers", "1"], "decay": ["--layer-lr-decay", "0.5"],
+             "dropout 0.1": ["--dropout", "0.1"], "dropout 0": ["--dropout", "0"]}
     make_optimizer, made, result = loop.make_optimizer, [], {}
     with pytest.MonkeyPatch.context() as mp:  # keep each run's optimizer, to read its groups after
         mp.setattr(loop, "make_optimizer", lambda *a, **k: made.append(make_optimizer(*a, **k)) or made[-1])
         for name, extra in flags.items():
-            out = tmp_path_factory.mktemp(name) / "run"
+            out = tmp_path_factory.mktemp(name.replace(" ", "")) / "run"
             assert main(run_args(data, out, *extra)) == 0
             result[name] = (out, made[-1])
     return result
@@ -163,6 +169,42 @@ def test_each_layer_trains_at_its_decayed_rate(runs):
                            plain["bert.layers.0.attention.query.weight"])
 
 
+@pytest.mark.parametrize("model", [
+    BertForSequenceClassification(BertConfig.tiny(vocab_size=64), num_labels=2),
+    BertForQuestionAnswering(BertConfig.tiny(vocab_size=64)),
+])
+def test_set_dropout_reaches_every_dropout_and_the_config(model):
+    ids = torch.randint(5, 64, (3, 12))
+
+    def logits(training: bool) -> torch.Tensor:
+        out = model.train(training)(ids)
+        return out.start_logits if isinstance(model, BertForQuestionAnswering) else out.logits
+
+    torch.manual_seed(0)
+    assert not torch.equal(logits(True), logits(False))  # the preset's dropout acts in training mode
+    set_dropout(model, 0.0)
+    rates = [m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    assert rates and set(rates) == {0.0}
+    assert {m.dropout_p for m in model.modules() if hasattr(m, "dropout_p")} == {0.0}
+    for part in (model, model.bert, model.bert.embeddings):
+        assert part.config.hidden_dropout_prob == part.config.attention_probs_dropout_prob == 0.0
+    assert torch.equal(logits(True), logits(False))  # training mode, no randomness left
+    set_dropout(model, 0.3)
+    assert {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)} == {0.3}
+    with pytest.raises(ValueError, match="in \\[0, 1\\)"):
+        set_dropout(model, 1.0)
+
+
+@pytest.mark.slow
+def test_dropout_is_recorded_and_its_default_changes_nothing(runs):
+    plain, same, off = (weights(runs[name][0]) for name in ("plain", "dropout 0.1", "dropout 0"))
+    assert all(torch.equal(plain[k], same[k]) for k in plain)  # the tiny preset's own rate is 0.1
+    assert any(not torch.equal(plain[k], off[k]) for k in plain)  # no dropout: another run
+    config = json.loads((runs["dropout 0"][0] / "model" / "config.json").read_text())
+    assert config["hidden_dropout_prob"] == config["attention_probs_dropout_prob"] == 0.0
+    assert json.loads((runs["dropout 0"][0] / "results.json").read_text())["config"]["dropout"] == 0.0
+
+
 def one_line_error(capsys, args: list[str]) -> str:
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -177,6 +219,8 @@ def one_line_error(capsys, args: list[str]) -> str:
     (["--layer-lr-decay", "0"], "layer_lr_decay must be in (0, 1] (1: no decay), got 0.0"),
     (["--layer-lr-decay", "1.5"], "layer_lr_decay must be in (0, 1]"),
     (["--layer-lr-decay", "nan"], "layer_lr_decay must be in (0, 1]"),
+    (["--dropout", "1"], "dropout must be in [0, 1) (0: none), got 1.0"),
+    (["--dropout", "-0.1"], "dropout must be in [0, 1)"),
     (["--layer-lr-decay", "0.8", "--freeze-encoder"], "--freeze-encoder trains none of them: drop one of the two"),
 ])
 def test_settings_that_cannot_work_are_one_line(capsys, flags, says):

@@ -22,6 +22,7 @@ The data side lives with the data code: word labels to pieces and back in
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Optional, Union
 
@@ -29,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import MultiHeadSelfAttention
 from .config import BertConfig
 from .constants import IGNORE_INDEX
 from .crf import LinearChainCRF, pack_positions, unpack_positions
@@ -72,6 +74,26 @@ def freeze_encoder(model: "BertTaskModel", frozen: bool = True) -> int:
     model.encoder_frozen = frozen
     model.train(model.training)  # re-apply the eval/train rule to the encoder
     return sum(p.numel() for p in model.bert.parameters())
+
+
+def set_dropout(model: nn.Module, p: float) -> None:
+    """Set every dropout rate of a bertedu model to `p`: the embeddings' and each layer's
+    hidden dropout, the attention probabilities' dropout, and a task head's dropout before
+    its classifier. The `.config` of the model and of its parts is replaced to match
+    (`hidden_dropout_prob` and `attention_probs_dropout_prob` = p), so a saved model records
+    the rate it was trained with. Dropout acts in training mode only; p = 0 turns it off,
+    which also makes a training step cheaper (no random masks; measured in
+    docs/finetuning.md)."""
+    if not 0 <= p < 1:
+        raise ValueError(f"a dropout rate is in [0, 1), got {p}")
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = p
+        if isinstance(module, MultiHeadSelfAttention):
+            module.dropout_p = p
+        config = getattr(module, "config", None)
+        if isinstance(config, BertConfig):
+            module.config = dataclasses.replace(config, hidden_dropout_prob=p, attention_probs_dropout_prob=p)
 
 
 # ----------------------------------------------------------------------------------------
