@@ -268,3 +268,46 @@ def test_finetune_forgetting_and_crf_gap_scripts_run_end_to_end(tmp_path):
     entry = json.loads(record.read_text())["course-zh/ner-zh"]
     assert [len(entry[head]) for head in ("softmax", "crf")] == [1, 1] and entry["crf"][0]["invalid_sequences"] == 0
     assert "f1_gap" in entry["summary"] and "CRF - softmax" in proc.stdout
+
+
+@pytest.mark.slow
+def test_elmo_study_script_runs_end_to_end(tmp_path):
+    """benchmarks/elmo_study.py (notebook 17's three models over seeds) cut to 2 steps and two seeds: the
+    record holds every field notebook 17 reads, the same tokens for all three models, and the tables print."""
+    record = tmp_path / "elmo.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "elmo_study.py"), "--seeds", "0,1", "--steps", "2",
+                           "--threads", "1", "--json", str(record)],
+                          capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    study = json.loads(record.read_text())
+    assert study["steps"] == 2 and study["vocab_size"] == 2000 and study["sentences"] == 132
+    assert list(study["by_seed"]) == ["0", "1"]
+    for run in study["by_seed"].values():
+        assert run["tokens_seen"] == 2 * 32 * 32
+        assert set(run["accuracy"]) == {"BERT, both sides", "GPT, left side", "ELMo-style, both sides",
+                                        "ELMo-style, left LM", "ELMo-style, right LM", "always 'the'"}
+        assert all(0 <= a <= 1 for a in run["accuracy"].values())
+        assert all(len(v) == 2 and v[1] >= 0 for v in run["differences"].values())
+        assert {w for m in run["probe"].values() for w in m} == {"may", "left"}
+        assert all(1 <= rank <= 35 for m in run["probe"].values() for _, rank in m.values())
+    assert study["command"].startswith("python benchmarks/elmo_study.py --seeds 0,1 --steps 2")
+    assert "| ELMo-style, both sides |" in proc.stdout and "| ELMo-style | may |" in proc.stdout
+
+
+@pytest.mark.slow
+def test_qa_recipe_script_varies_dropout(tmp_path, monkeypatch, capsys):
+    """benchmarks/qa_recipe.py (notebook 11's recipe, RESULTS.md's commands) cut to one step and 4 questions
+    per split: a row per configuration, the dropout field read and recorded (none: the encoder's own)."""
+    import runpy
+
+    record = tmp_path / "rows.json"
+    monkeypatch.setattr(sys, "argv", ["qa_recipe.py", "--configs", "8:8:5e-4:0,8:8:5e-4", "--threads", "1",
+                                      "--json", str(record)])
+    recipe = runpy.run_path(str(REPO / "benchmarks" / "qa_recipe.py"))  # its functions, not yet run
+    recipe["NOTEBOOK_11_CPU"]["max_eval"] = 4
+    recipe["main"]()
+    rows = json.loads(record.read_text())
+    assert [row["dropout"] for row in rows] == [0.0, None]
+    assert all(row["steps"] == 1 and row["windows"] >= 8 for row in rows)
+    table = capsys.readouterr().out.splitlines()
+    assert table[2].startswith("| 8 | 8 | 0.0005 | 0 |") and table[3].startswith("| 8 | 8 | 0.0005 | 0.1 (own) |")
