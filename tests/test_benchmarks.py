@@ -311,3 +311,33 @@ def test_qa_recipe_script_varies_dropout(tmp_path, monkeypatch, capsys):
     assert all(row["steps"] == 1 and row["windows"] >= 8 for row in rows)
     table = capsys.readouterr().out.splitlines()
     assert table[2].startswith("| 8 | 8 | 0.0005 | 0 |") and table[3].startswith("| 8 | 8 | 0.0005 | 0.1 (own) |")
+
+
+@pytest.mark.slow
+def test_finetune_advice_script_and_chinese_forgetting_run_end_to_end(tmp_path):
+    """finetune_advice.py (both studies) and finetune_forgetting.py --task ner-zh (course-zh under its own
+    MLM head, on the documents its pretraining held out), cut to 2 steps: their tables and records come
+    out with the fields docs/finetuning.md and notebook 08 read."""
+    quick = ["--extra", "--steps 2 --max-train 32 --max-eval 16", "--seeds", "0,1", "--threads", "1",
+             "--sequences", "4"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    record = tmp_path / "forgetting.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "finetune_forgetting.py"), "--task", "ner-zh",
+                           "--lrs", "1e-3", "--out", str(tmp_path / "f"), "--json", str(record), *quick],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    forgetting = json.loads(record.read_text())
+    assert forgetting["init"] == "course-zh" and 0 < forgetting["masked_accuracy_before"] < 1
+    record = tmp_path / "advice.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "finetune_advice.py"), "--task", "ner-zh",
+                           "--out", str(tmp_path / "f"), "--json", str(record), *quick],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| freeze lower half |" in proc.stdout and "| dropout 0.3 |" in proc.stdout
+    entry = json.loads(record.read_text())["ner-zh"]
+    plain = entry["rate"]["variants"]["plain"]
+    assert plain["task"] == forgetting["by_lr"]["1e-3"]["task"]  # the sweep's runs, read back, not repeated
+    assert proc.stdout.count("bertedu finetune") == 3 * 2 + 4 * 2  # the plain rows were not run again
+    for row in entry["overfit"]["variants"].values():
+        assert len(row["train_last"]) == len(row["curves"]) == 2 and all(0 <= x <= 1 for x in row["train_last"])
+        assert row["curves"][0]["step"][-1] == 2 and len(row["curves"][0]["train_loss"]) == len(row["curves"][0]["step"])

@@ -5,6 +5,8 @@
     exercises.py        the exercises' checks (nbgrader-style solution markers)
     slides.py           slide tags for RISE / nbconvert
     ngram.py            count-based masked-token predictors, a reference line for pretraining
+    lm_study.py         notebook 17's study: BERT, GPT and an ELMo-style model on the same windows, the
+                        middle-word fill, the two-sense probe (shared with benchmarks/elmo_study.py)
 
 May import: anything it pictures (`model`, `family`, `data`, `training`, `pretrained`,
 `interop`); never `bertedu.cli`.

@@ -1,6 +1,7 @@
 """An ELMo-style language model at CPU scale: two LSTM LMs, one per direction, for contrast with BERT.
 
-For issue 38's study "From word2vec through ELMo to BERT, measured" (no notebook yet).
+Introduced in notebook 17 (issue 38: "From word2vec through ELMo to BERT, measured"; the study's
+steps are `bertedu.course.lm_study`, its multi-seed record `benchmarks/elmo_study.py`).
 ELMo (Peters et al. 2018, "Deep contextualized word representations") reads a sentence with
 a *forward* LM, an LSTM that predicts each token from the tokens before it, and a *backward*
 LM, another LSTM that predicts each token from the tokens after it (section 3.1). A token's

@@ -1,0 +1,306 @@
+"""Notebook 17's study: BERT, GPT and an ELMo-style model trained on the same windows, then compared.
+
+Notebook 17 and `benchmarks/elmo_study.py` (the same recipe over several seeds) share it:
+
+    study_text()          wiki-en's first 40 articles to train on, the next 6 held out
+    study_tokenizer()     the 2,000 bert-base-uncased pieces those 40 articles use most, every character kept
+    windows()             each article's pieces cut into [CLS] + 30 pieces + [SEP]: (n, T) with T = 32
+    train_lm()            one of "bert" (masked LM), "gpt" (next token), "elmo" (two one-direction LMs), tiny
+                          preset, no dropout, through `bertedu.training.loop.train` with `study_recipe()`
+    cloze_sentences()     held-out sentences of 8-24 words whose middle word is one piece
+    fill_masked / fill_left_only / fill_two_sided
+                          the top piece for the hidden word: BERT reads both sides jointly at a [MASK], GPT the
+                          left side only, the ELMo-style model adds its two one-sided guesses
+    paired_se()           the standard error of a difference of means over the same items (bootstrap)
+    TWO_SENSES, word_vectors(), split_rank()
+                          the two-sense probe: a word in 8 sentences, 4 per sense; is the split by sense the
+                          best of all 35 ways to halve them?
+
+May import what it trains and reads: `model`, `family`, `data`, `pretrained`, `training`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..data import mask_tokens
+from ..data.corpora import load_corpus
+from ..data.tokenizer import SPECIAL_TOKENS, load_vocab_tokenizer, write_vocab
+from ..family.elmo import ELMoConfig, ELMoStyleLM
+from ..family.gpt import CausalLM, GPTConfig
+from ..model.config import BertConfig
+from ..model.heads import BertForMaskedLM
+from ..pretrained import minilm_vocab_path
+from ..training.config import TrainConfig, TrainResult
+from ..training.loop import train
+
+KINDS = ("bert", "gpt", "elmo")
+T = 32  # window length: [CLS] + 30 pieces + [SEP]
+
+
+def study_text(n_train: int = 40, n_held_out: int = 6) -> tuple[list, list]:
+    """wiki-en's first n_train articles (lists of sentences) and the n_held_out after them."""
+    documents = list(itertools.islice(load_corpus("wiki-en"), n_train + n_held_out))
+    return documents[:n_train], documents[n_train:]
+
+
+def study_tokenizer(train_docs: list, vocab_path: str | Path, size: int = 2000):
+    """A fast WordPiece tokenizer over `size` of bert-base-uncased's pieces, written to vocab_path.
+
+    The special tokens, then every single character (as a word start and as ##continuation)
+    that the articles use, then the other pieces by their count in the articles (notebook 06's vocabulary).
+    """
+    uncased = load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
+    counts = Counter(p for doc in train_docs for sentence in uncased.tokenize_batch(doc) for p in sentence)
+    letters = sorted({p.removeprefix("##") for p in counts if len(p.removeprefix("##")) == 1})
+    characters = [form for c in letters for form in (c, "##" + c) if form in uncased.vocab]
+    words = [p for p, _ in counts.most_common() if p not in characters and p not in SPECIAL_TOKENS]
+    return load_vocab_tokenizer(write_vocab([*SPECIAL_TOKENS, *characters, *words][:size], vocab_path), impl="fast")
+
+
+def windows(tokenizer, docs: list, length: int = T) -> torch.Tensor:
+    """(n, length) LongTensor: each article's pieces, cut into [CLS] + (length - 2) pieces + [SEP], no padding."""
+    rows = []
+    for doc in docs:
+        ids = [i for sentence in tokenizer.tokenize_batch(doc) for i in tokenizer.convert_tokens_to_ids(sentence)]
+        for a in range(0, len(ids) - (length - 2) + 1, length - 2):
+            rows.append([tokenizer.cls_token_id, *ids[a:a + length - 2], tokenizer.sep_token_id])
+    return torch.tensor(rows)
+
+
+def study_recipe(steps: int = 400, seed: int = 0, **overrides) -> TrainConfig:
+    """Notebook 17's recipe: 32 windows a step, peak lr 2e-3 with 6% warm-up, on the CPU, quiet."""
+    settings = dict(lr=2e-3, warmup_ratio=0.06, steps=steps, batch_size=32, seed=seed, log_every=1,
+                    progress=False, device="cpu")  # CPU at either scale: the fills read CPU tensors
+    return TrainConfig(**{**settings, **overrides})
+
+
+def new_model(kind: str, vocab_size: int, seed: int = 0) -> torch.nn.Module:
+    """The tiny preset of `kind`, dropout off, initialised from torch.manual_seed(seed)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown model kind {kind!r}: choose one of {KINDS}")
+    torch.manual_seed(seed)
+    if kind == "elmo":
+        return ELMoStyleLM(ELMoConfig.tiny(vocab_size=vocab_size, dropout=0.0))
+    no_dropout = dict(vocab_size=vocab_size, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return BertForMaskedLM(BertConfig.tiny(**no_dropout)) if kind == "bert" else CausalLM(GPTConfig.tiny(**no_dropout))
+
+
+def collate_for(kind: str, tokenizer) -> Callable:
+    """The batch maker of `kind`'s objective, over rows of one window each (no padding).
+
+    bert: 15% of the pieces selected, 80/10/10 masking (notebook 05), new masks every step; [CLS] and [SEP]
+    never selected. gpt and elmo: the window is its own label (the losses shift it, one way or both).
+    """
+    def collate_mlm(rows, generator=None):
+        ids = torch.stack(rows)  # (B, T)
+        special = (ids == tokenizer.cls_token_id) | (ids == tokenizer.sep_token_id)  # (B, T): never masked
+        masked, labels = mask_tokens(ids, special.long(), mask_token_id=tokenizer.mask_token_id,
+                                     vocab_size=len(tokenizer), special_ids=tokenizer.special_ids, generator=generator)
+        return {"input_ids": masked, "labels": labels}
+
+    def collate_lm(rows, generator=None):
+        ids = torch.stack(rows)  # (B, T)
+        return {"input_ids": ids, "labels": ids}
+
+    return collate_mlm if kind == "bert" else collate_lm
+
+
+def train_lm(kind: str, tokenizer, train_ids: torch.Tensor, recipe: TrainConfig) -> tuple[torch.nn.Module, TrainResult]:
+    """A fresh tiny `kind` (seeded by recipe.seed) trained on the windows train_ids (n, T); returned in eval mode."""
+    model = new_model(kind, len(tokenizer), recipe.seed)
+    run = train(model, list(train_ids), collate_for(kind, tokenizer), recipe)
+    return model.eval(), run
+
+
+def words_of(tokenizer, sentence: str) -> list[str]:
+    """The sentence's words as the tokenizer splits them (a word = a piece and its ## continuations)."""
+    out: list[str] = []
+    for piece in tokenizer.tokenize(sentence):
+        if piece.startswith("##") and out:
+            out[-1] += piece[2:]
+        else:
+            out.append(piece)
+    return out
+
+
+def cloze_sentences(tokenizer, docs: list) -> list[tuple[str, str, str]]:
+    """(left words, the hidden word, right words) for each sentence of 8-24 words (at most 30 pieces)
+    whose middle word is alphabetic and one piece of the vocabulary."""
+    cloze = []
+    for doc in docs:
+        for sentence in doc:
+            w = words_of(tokenizer, sentence)
+            k = len(w) // 2
+            if 8 <= len(w) <= 24 and w[k].isalpha() and w[k] in tokenizer.vocab and len(tokenizer.tokenize(sentence)) <= 30:
+                cloze.append((" ".join(w[:k]), w[k], " ".join(w[k + 1:])))
+    return cloze
+
+
+def pad(rows: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A list of lists of ids -> (B, T) LongTensor, right-padded with value, and the attention mask (B, T)."""
+    T_max = max(map(len, rows))
+    ids = torch.tensor([r + [value] * (T_max - len(r)) for r in rows])
+    mask = torch.tensor([[1] * len(r) + [0] * (T_max - len(r)) for r in rows])
+    return ids, mask
+
+
+def no_special(scores: torch.Tensor, tokenizer) -> torch.Tensor:
+    """scores (B, V) with the special tokens at -inf: a special token is never a word."""
+    scores = scores.clone()
+    scores[:, sorted(tokenizer.special_ids)] = float("-inf")
+    return scores
+
+
+@torch.no_grad()
+def fill_masked(model, tokenizer, texts: Sequence[str]) -> torch.Tensor:
+    """(B,) the top piece at the one [MASK] of each text, BERT-style: the model reads both sides at once."""
+    batch = tokenizer.encode_batch(list(texts))
+    logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).mlm_logits  # (B, T, V)
+    return no_special(logits[batch["input_ids"] == tokenizer.mask_token_id], tokenizer).argmax(-1)
+
+
+def _piece_ids(tokenizer, text: str) -> list[int]:
+    return tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
+
+
+@torch.no_grad()
+def fill_left_only(model, tokenizer, lefts: Sequence[str]) -> torch.Tensor:
+    """(B,) GPT's most likely next piece after [CLS] + each left side: it cannot read the right side."""
+    rows = [[tokenizer.cls_token_id, *_piece_ids(tokenizer, left)] for left in lefts]
+    ids, mask = pad(rows, tokenizer.pad_token_id)
+    logits = model(ids, attention_mask=mask).logits  # (B, T, V)
+    last = mask.sum(1) - 1  # (B,) each row's last real position
+    return no_special(logits[torch.arange(len(rows)), last], tokenizer).argmax(-1)
+
+
+@torch.no_grad()
+def fill_two_sided(model: ELMoStyleLM, tokenizer, cloze: Sequence[tuple[str, str, str]], sides: str = "both") -> torch.Tensor:
+    """(B,) the ELMo-style guess: log p_fwd(. | [CLS] left) + log p_bwd(. | right [SEP]), its top piece.
+
+    The row is [CLS] left [MASK] right [SEP]; neither direction reads the hidden position, so the
+    [MASK] there is only a placeholder (any token gives the same scores). sides="left" or "right":
+    one direction's guess alone (the forward LM's, or the backward LM's).
+    """
+    if sides not in ("both", "left", "right"):
+        raise ValueError(f"sides must be 'both', 'left' or 'right', got {sides!r}")
+    rows, where = [], []
+    for left, _, right in cloze:
+        left_ids = [tokenizer.cls_token_id, *_piece_ids(tokenizer, left)]
+        rows.append([*left_ids, tokenizer.mask_token_id, *_piece_ids(tokenizer, right), tokenizer.sep_token_id])
+        where.append(len(left_ids))
+    ids, mask = pad(rows, tokenizer.pad_token_id)
+    at = (torch.arange(len(rows)), torch.tensor(where))
+    if sides == "both":
+        scores = model.fill_middle_log_probs(ids, mask)[at]  # (B, V)
+    else:
+        out = model(ids, mask)  # the forward LM's logits at t - 1, or the backward LM's at t + 1, score t
+        scores = out.forward_logits[at[0], at[1] - 1] if sides == "left" else out.backward_logits[at[0], at[1] + 1]
+    return no_special(scores, tokenizer).argmax(-1)
+
+
+def most_frequent_word(tokenizer, train_ids: torch.Tensor) -> str:
+    """The alphabetic piece the windows train_ids (n, T) hold most often, [CLS] not counted: the baseline answer."""
+    counts = torch.bincount(train_ids[:, 1:].flatten(), minlength=len(tokenizer))  # (V,)
+    return max((w for w in tokenizer.vocab if w.isalpha()), key=lambda w: counts[tokenizer.vocab[w]])
+
+
+def middle_word_hits(models: dict, tokenizer, cloze: Sequence[tuple[str, str, str]], always: str) -> dict[str, torch.Tensor]:
+    """Per reader, (n,) bool: is its top piece the hidden word? models: "bert", "gpt", "elmo" -> trained model."""
+    answers = torch.tensor([tokenizer.vocab[word] for _, word, _ in cloze])
+    lefts = [left for left, _, _ in cloze]
+    return {
+        "BERT, both sides": fill_masked(models["bert"], tokenizer, [f"{l} [MASK] {r}" for l, _, r in cloze]) == answers,
+        "GPT, left side": fill_left_only(models["gpt"], tokenizer, lefts) == answers,
+        "ELMo-style, both sides": fill_two_sided(models["elmo"], tokenizer, cloze) == answers,
+        "ELMo-style, left LM": fill_two_sided(models["elmo"], tokenizer, cloze, sides="left") == answers,
+        "ELMo-style, right LM": fill_two_sided(models["elmo"], tokenizer, cloze, sides="right") == answers,
+        f"always {always!r}": answers == tokenizer.vocab[always],
+    }
+
+
+def paired_se(a: torch.Tensor, b: torch.Tensor, n_boot: int = 2000) -> float:
+    """Standard error of mean(a) - mean(b) for scores of the same items (a, b: (n,)), by a bootstrap over the items."""
+    d = a.double() - b.double()  # (n,)
+    resampled = torch.randint(len(d), (n_boot, len(d)), generator=torch.Generator().manual_seed(0))  # (n_boot, n)
+    return float(d[resampled].mean(-1).std())
+
+
+# The two-sense probe: a word, 4 sentences in each sense. Every word is one piece both in the
+# 2,000-piece study vocabulary and in MiniLM's, and word2vec has a vector for it.
+TWO_SENSES = {
+    "may": {
+        "month": ["the new government took office in may of that year .",
+                  "the festival is held every year in early may .",
+                  "he died on the third of may in paris .",
+                  "the war ended in may and the army went home ."],
+        "verb": ["some of these plants may grow in the water .",
+                 "a player may not use his hands in this game .",
+                 "the word may have come from the greek language .",
+                 "such a change may take many years to happen ."],
+    },
+    "left": {
+        "direction": ["the river runs to the left of the old road .",
+                      "on the left side of the map is the sea .",
+                      "the left hand holds the shield and the right the sword .",
+                      "turn left at the church and walk to the bridge ."],
+        "departed": ["he left the city and moved to the north .",
+                     "she left the school after only two years .",
+                     "the army left the town before the winter came .",
+                     "they left their homes during the war ."],
+    },
+}
+
+
+def word_vectors(encode: Callable[[dict], torch.Tensor], tokenizer, sentences: Sequence[str], word: str) -> torch.Tensor:
+    """(len(sentences), D): the vector of `word` (one piece, once per sentence) in each sentence.
+
+    encode(batch) -> (B, T, D) reads `tokenizer.encode_batch(sentences)`'s batch.
+    """
+    batch = tokenizer.encode_batch(list(sentences))
+    where = batch["input_ids"] == tokenizer.vocab[word]  # (B, T)
+    if not where.sum(1).eq(1).all():
+        raise ValueError(f"every sentence must hold {word!r} exactly once, as one piece")
+    with torch.no_grad():
+        return encode(batch)[where]
+
+
+def sense_gap(cosines: torch.Tensor, in_group: torch.Tensor) -> float:
+    """Mean cosine within the two groups minus across them; cosines (n, n), in_group (n,) bool."""
+    n = len(in_group)
+    together = (in_group[:, None] == in_group[None, :]) & ~torch.eye(n, dtype=torch.bool)  # (n, n)
+    return float(cosines[together].mean() - cosines[in_group[:, None] != in_group[None, :]].mean())
+
+
+def split_rank(vectors: torch.Tensor, in_first_sense: torch.Tensor) -> tuple[float, int, int]:
+    """The true split's sense gap, its rank among all ways of halving the items (1 = the widest gap,
+    ties counted against it), and the number of ways. vectors (n, D), in_first_sense (n,) bool."""
+    n = len(in_first_sense)
+    x = F.normalize(vectors.double(), dim=-1)
+    cosines = x @ x.T  # (n, n)
+    splits = [torch.tensor([k in group for k in range(n)]) for group in itertools.combinations(range(n), n // 2) if 0 in group]
+    gap = sense_gap(cosines, in_first_sense)
+    rank = 1 + sum(sense_gap(cosines, split) >= gap - 1e-12 for split in splits if not _same_split(split, in_first_sense))
+    return gap, rank, len(splits)
+
+
+def _same_split(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(torch.equal(a, b) or torch.equal(a, ~b))
+
+
+def probe_ranks(encode: Callable[[dict], torch.Tensor], tokenizer, words: dict = TWO_SENSES) -> dict[str, tuple[float, int]]:
+    """word -> (sense gap, rank of the split by sense among the 35 halvings) of encode's vectors in `words`' sentences."""
+    out = {}
+    for word, senses in words.items():
+        groups = list(senses.values())
+        vectors = word_vectors(encode, tokenizer, [s for group in groups for s in group], word)  # (8, D)
+        first = torch.tensor([k < len(groups[0]) for k in range(len(vectors))])
+        gap, rank, _ = split_rank(vectors, first)
+        out[word] = (gap, rank)
+    return out

@@ -1,0 +1,160 @@
+"""bertedu.course.lm_study: notebook 17's windows, cloze sentences, fills and two-sense probe.
+
+A 200-piece vocabulary over two short made-up articles keeps every test to a second or two.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertedu.course import lm_study
+from bertedu.family.elmo import ELMoConfig, ELMoStyleLM
+from bertedu.family.gpt import CausalLM, GPTConfig
+from bertedu.model.constants import IGNORE_INDEX
+
+DOCS = [
+    ["the river ran past the old mill and the mill stood still .", "in may the water rose over the bank of the river ."],
+    ["a small boat sailed down the river to the sea .", "the people of the town left their homes in the war ."],
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    return lm_study.study_tokenizer(DOCS, tmp_path_factory.mktemp("vocab") / "vocab.txt", size=200)
+
+
+def test_windows_are_the_articles_pieces_cut_into_cls_30_sep(tokenizer):
+    ids = lm_study.windows(tokenizer, DOCS * 3, length=8)  # (n, 8): [CLS] + 6 pieces + [SEP]
+    assert ids.shape[1] == 8
+    assert torch.all(ids[:, 0] == tokenizer.cls_token_id) and torch.all(ids[:, -1] == tokenizer.sep_token_id)
+    first_doc = [i for s in DOCS[0] for i in tokenizer.convert_tokens_to_ids(tokenizer.tokenize(s))]
+    per_doc = len(first_doc) // 6  # whole windows only: the rest of an article is dropped
+    assert ids[:per_doc, 1:-1].flatten().tolist() == first_doc[: 6 * per_doc]
+
+
+def test_the_vocabulary_keeps_specials_and_characters_and_the_most_used_pieces(tokenizer, tmp_path):
+    pieces = {p for doc in DOCS for s in doc for p in tokenizer.tokenize(s)}
+    assert len(tokenizer) <= 200 and all(p in tokenizer.vocab for p in pieces)  # room for every piece used
+    for piece in ("[PAD]", "[MASK]", "a", "##a", ".", "the", "river"):
+        assert piece in tokenizer.vocab, piece
+    small = lm_study.study_tokenizer(DOCS, tmp_path / "vocab.txt", size=len(tokenizer) - 1)
+    assert "the" in small.vocab and len(small) == len(tokenizer) - 1  # the rarest piece went first
+
+
+def test_cloze_takes_the_middle_word_of_sentences_of_8_to_24_words(tokenizer):
+    cloze = lm_study.cloze_sentences(tokenizer, DOCS)
+    # "the river ran past the old mill and the mill stood still ." has 13 words: the middle (index 6) is "mill"
+    assert ("the river ran past the old", "mill", "and the mill stood still .") in cloze
+    for left, word, right in cloze:
+        n = len(left.split()) + 1 + len(right.split())
+        assert 8 <= n <= 24 and len(left.split()) == n // 2 and word in tokenizer.vocab
+    assert lm_study.words_of(tokenizer, "sailed") == ["sailed"]  # pieces joined back into the word
+
+
+def test_bert_collate_never_masks_cls_or_sep(tokenizer):
+    rows = list(lm_study.windows(tokenizer, DOCS * 20, length=8))
+    batch = lm_study.collate_for("bert", tokenizer)(rows, torch.Generator().manual_seed(0))
+    assert torch.all(batch["labels"][:, [0, -1]] == IGNORE_INDEX)
+    assert torch.all(batch["input_ids"][:, [0, -1]] == torch.stack(rows)[:, [0, -1]])
+    chosen = (batch["labels"] != IGNORE_INDEX).float().mean()
+    assert 0.05 < chosen < 0.3  # about 15% of the 6 inner pieces
+    lm = lm_study.collate_for("elmo", tokenizer)(rows)
+    assert torch.equal(lm["input_ids"], lm["labels"])
+
+
+def test_three_kinds_read_the_same_tokens_and_are_the_same_size(tokenizer):
+    train_ids = lm_study.windows(tokenizer, DOCS * 20, length=8)
+    recipe = lm_study.study_recipe(steps=2, seed=3, batch_size=4)
+    runs = {kind: lm_study.train_lm(kind, tokenizer, train_ids, recipe) for kind in lm_study.KINDS}
+    assert {run.tokens_seen for _, run in runs.values()} == {2 * 4 * 8}
+    V = len(tokenizer)
+    assert runs["elmo"][0].num_parameters() - runs["bert"][0].num_parameters() == V
+    assert not runs["elmo"][0].training  # returned in eval mode
+    torch.testing.assert_close(lm_study.new_model("gpt", V, seed=3).gpt.embeddings.word_embeddings.weight,
+                               lm_study.new_model("gpt", V, seed=3).gpt.embeddings.word_embeddings.weight)
+    with pytest.raises(ValueError, match="unknown model kind"):
+        lm_study.new_model("lstm", V)
+
+
+def small_elmo(V):
+    torch.manual_seed(0)
+    model = ELMoStyleLM(ELMoConfig.tiny(vocab_size=V, embedding_size=16, hidden_size=24, dropout=0.0)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))  # an untrained model with opinions
+    return model
+
+
+def test_fill_two_sided_reads_the_hidden_position_from_both_lms_by_hand(tokenizer):
+    model = small_elmo(len(tokenizer))
+    cloze = [("the river ran", "past", "the old mill ."), ("in", "may", "the water rose over the bank .")]
+    both = lm_study.fill_two_sided(model, tokenizer, cloze)
+    left = lm_study.fill_two_sided(model, tokenizer, cloze, sides="left")
+    right = lm_study.fill_two_sided(model, tokenizer, cloze, sides="right")
+    special = sorted(tokenizer.special_ids)
+    for k, (l, _, r) in enumerate(cloze):  # each row alone, unpadded, with a different placeholder at t
+        l_ids = [tokenizer.cls_token_id, *tokenizer.convert_tokens_to_ids(tokenizer.tokenize(l))]
+        r_ids = [*tokenizer.convert_tokens_to_ids(tokenizer.tokenize(r)), tokenizer.sep_token_id]
+        row = torch.tensor([[*l_ids, tokenizer.vocab["the"], *r_ids]])
+        t = len(l_ids)
+        with torch.no_grad():
+            out = model(row)
+        fwd = F.log_softmax(out.forward_logits[0, t - 1], -1)  # the left LM's guess of t
+        bwd = F.log_softmax(out.backward_logits[0, t + 1], -1)  # the right LM's guess of t
+        for guess, scores in [(both, fwd + bwd), (left, fwd), (right, bwd)]:
+            scores[special] = -math.inf
+            assert int(guess[k]) == int(scores.argmax())
+    with pytest.raises(ValueError, match="sides"):
+        lm_study.fill_two_sided(model, tokenizer, cloze, sides="middle")
+
+
+def test_fill_left_only_is_the_next_piece_after_the_unpadded_left_side(tokenizer):
+    torch.manual_seed(0)
+    gpt = CausalLM(GPTConfig.tiny(vocab_size=len(tokenizer), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).eval()
+    lefts = ["the river ran past the old", "in"]
+    guesses = lm_study.fill_left_only(gpt, tokenizer, lefts)
+    for k, left in enumerate(lefts):
+        row = torch.tensor([[tokenizer.cls_token_id, *tokenizer.convert_tokens_to_ids(tokenizer.tokenize(left))]])
+        with torch.no_grad():
+            scores = gpt(row).logits[0, -1]
+        scores[sorted(tokenizer.special_ids)] = -math.inf
+        assert int(guesses[k]) == int(scores.argmax())
+
+
+def test_split_rank_on_fixtures_by_hand():
+    first = torch.arange(8) < 4
+    two_clusters = torch.tensor([[1.0, 0.1]] * 4 + [[0.1, 1.0]] * 4) + 0.01 * torch.arange(8.0)[:, None]
+    gap, rank, n = lm_study.split_rank(two_clusters, first)
+    assert n == math.comb(8, 4) // 2 == 35
+    assert rank == 1 and gap > 0.5
+    # one vector eight times (word2vec): every split ties at 0, and a tie counts against the sense split
+    assert lm_study.split_rank(torch.ones(8, 3), first)[:2] == (0.0, 35)
+    # the sense split is the worst when the clusters cross it: each sense half in each cluster
+    crossed = two_clusters[[0, 4, 1, 5, 2, 6, 3, 7]]
+    assert lm_study.split_rank(crossed, first)[1] > 1
+    # the gap by hand for the two-cluster fixture
+    x = F.normalize(two_clusters.double(), dim=-1)
+    c = x @ x.T
+    within = [c[i, j] for i in range(8) for j in range(8) if i != j and (i < 4) == (j < 4)]
+    across = [c[i, j] for i in range(8) for j in range(8) if (i < 4) != (j < 4)]
+    assert gap == pytest.approx(float(sum(within) / len(within) - sum(across) / len(across)))
+
+
+def test_word_vectors_need_the_word_once_as_one_piece(tokenizer):
+    encode = lambda b: torch.nn.functional.one_hot(b["input_ids"], len(tokenizer)).float()  # noqa: E731
+    v = lm_study.word_vectors(encode, tokenizer, ["the river ran .", "a river ."], "river")
+    assert v.shape == (2, len(tokenizer)) and torch.all(v[:, tokenizer.vocab["river"]] == 1)
+    with pytest.raises(ValueError, match="exactly once"):
+        lm_study.word_vectors(encode, tokenizer, ["the river and the river ."], "river")
+
+
+def test_paired_se_and_the_baseline_word(tokenizer):
+    a = torch.tensor([1, 0, 1, 1, 0, 1, 0, 1] * 8).bool()
+    assert lm_study.paired_se(a, a) == 0.0
+    b = torch.zeros(64, dtype=torch.bool)
+    d = a.double()
+    assert lm_study.paired_se(a, b) == pytest.approx(float(d.std(unbiased=False)) / math.sqrt(64), rel=0.1)
+    train_ids = lm_study.windows(tokenizer, DOCS * 3, length=8)
+    assert lm_study.most_frequent_word(tokenizer, train_ids) == "the"
