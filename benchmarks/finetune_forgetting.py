@@ -18,7 +18,7 @@ finetune` command (printed); a run whose results.json exists is read, not repeat
 
     python benchmarks/finetune_forgetting.py --task topic-en --lrs 2e-5,1e-4,5e-4,2e-3 --seeds 0,1,2 \\
         --out runs/forgetting-topic-en --json bertedu/weights/finetune_forgetting.json
-    python benchmarks/finetune_forgetting.py --task ner-zh --lrs 5e-5,2e-4,1e-3,5e-3 --seeds 0,1,2 \\
+    python benchmarks/finetune_forgetting.py --task ner-zh --lrs 5e-5,2e-4,1e-3,2e-3,5e-3 --seeds 0,1,2 --threads 1 \\
         --out runs/forgetting-ner-zh --json bertedu/weights/finetune_forgetting_ner_zh.json
 """
 
