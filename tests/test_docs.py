@@ -149,3 +149,29 @@ def test_every_picture_in_docs_figures_is_shown_by_a_docs_page_or_the_notes():
     shown = {(page.parent / t.partition("#")[0]).resolve() for page in pages for t in links(page)}
     orphans = [p.name for p in sorted((REPO / "docs" / "figures").glob("*.png")) if p.resolve() not in shown]
     assert orphans == []
+
+
+def test_finetuning_advice_tables_are_the_records():
+    """docs/finetuning.md's learning-rate, warm-up / layers and over-fitting tables are the records'
+    (benchmarks/finetune_forgetting.py, benchmarks/finetune_advice.py): each row's mean ± sd recomputed
+    from its per-seed values, and each record's command shown."""
+    import statistics
+
+    docs = (REPO / "docs" / "finetuning.md").read_text(encoding="utf-8")
+
+    def shown(values):
+        return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f} ({', '.join(f'{x:.3f}' for x in values)})"
+
+    for name in ("finetune_forgetting.json", "finetune_forgetting_ner_zh.json"):
+        record = json.loads((REPO / "bertedu" / "weights" / name).read_text(encoding="utf-8"))
+        assert record["command"] in docs
+        for lr, row in record["by_lr"].items():
+            assert f"| {lr} | {shown(row['task'])} | {shown(row['masked_accuracy'])} |" in docs, (name, lr)
+    advice = json.loads((REPO / "bertedu" / "weights" / "finetune_advice.json").read_text(encoding="utf-8"))
+    assert set(advice) == {"topic-en", "ner-zh"}
+    for task, entry in advice.items():
+        assert entry["command"] in docs and len(entry["seeds"]) == 3
+        for name, row in entry["rate"]["variants"].items():
+            assert f"| {name} | {shown(row['task'])} |" in docs, (task, name)
+        for name, row in entry["overfit"]["variants"].items():
+            assert f"| {name} | {shown(row['train_last'])} | {shown(row['dev_last'])} |" in docs, (task, name)
