@@ -83,8 +83,14 @@ def test_cpu_sized_notebooks_train_on_the_cpu_at_either_scale(name):
     library-vs-by-hand weights, 17's fills, 18's student against its teacher) pin the device,
     so on a GPU machine nothing moves their models to CUDA behind their back."""
     notebook = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
-    training = [("".join(c["source"])) for c in notebook["cells"]
-                if c["cell_type"] == "code" and any(call in "".join(c["source"]) for call in (" train(", " pretrain("))]
+    training = [("".join(c["source"])) for c in notebook["cells"] if c["cell_type"] == "code"
+                and any(call in "".join(c["source"]) for call in (" train(", " pretrain(", "lm_study.train_lm("))]
     assert training, f"{name} trains nothing any more: update CPU_SIZED"
     for source in training:
-        assert 'device="cpu"' in source, source[:300]
+        if "lm_study.train_lm(" in source:  # 17: the recipe comes from bertedu.course.lm_study, which pins it
+            from bertedu.course.lm_study import study_recipe
+
+            assert "lm_study.study_recipe(" in source and "device=" not in source, source[:300]
+            assert study_recipe().device == "cpu"
+        else:
+            assert 'device="cpu"' in source, source[:300]
