@@ -82,8 +82,8 @@ def set_dropout(model: nn.Module, p: float) -> None:
     its classifier. The `.config` of the model and of its parts is replaced to match
     (`hidden_dropout_prob` and `attention_probs_dropout_prob` = p), so a saved model records
     the rate it was trained with. Dropout acts in training mode only; p = 0 turns it off,
-    which also makes a training step cheaper (no random masks; measured in
-    docs/finetuning.md)."""
+    which also makes a training step cheaper (no random masks: notebook 11's fine-tune
+    takes 18% less time, benchmarks/RESULTS.md, "Notebook 11's CPU recipe")."""
     if not 0 <= p < 1:
         raise ValueError(f"a dropout rate is in [0, 1), got {p}")
     for module in model.modules():
