@@ -22,13 +22,11 @@ numbers, the commands and the machine (merged into an existing file).
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
+
+from finetune_runs import machine, run_finetune, set_threads, study_parser
 
 # task -> (default init, the flags of its CPU-sized fine-tune: finetune_gap.py's recorded recipes)
 TASKS = {
@@ -50,17 +48,13 @@ def run_dir(out: str, task: str, init: str, head: str, seed: str) -> Path:
 
 def run_one(task: str, init: str, head: str, seed: str, args, env) -> tuple[str, dict]:
     """(the command, less --seed and --out; the run's test numbers), running it unless done."""
-    out = run_dir(args.out, task, init, head, seed)
-    command = ["bertedu", "finetune", "--task", task, "--init", init, *TASKS[task][1].split(), "--head", head,
-               *args.extra.split(), "--seed", seed, "--no-progress", "--out", str(out)]
-    if not (out / "results.json").exists():
-        print(" ".join(command), flush=True)
-        subprocess.run([sys.executable, "-m", "bertedu.cli", *command[1:]], env=env, check=True, capture_output=True)
-    results = json.loads((out / "results.json").read_text())
+    flags = [*TASKS[task][1].split(), "--head", head]
+    results = run_finetune(task, init, flags, seed, run_dir(args.out, task, init, head, seed), args.extra, env)
     test = results["test"]
     numbers = {**{k: test[k] for k in SCORES}, **{k: test["errors"][k] for k in COUNTS}, "best_step": results["best_step"],
                "steps": results["steps"], "elapsed_s": round(results["elapsed_s"], 1)}
-    return " ".join(command[:-5]) + " --seed SEED", numbers
+    command = " ".join(["bertedu", "finetune", "--task", task, "--init", init, *flags, *args.extra.split()])
+    return command + " --seed SEED", numbers
 
 
 def constrained_decoding(out: Path) -> dict:
@@ -102,19 +96,11 @@ def print_table(record: dict) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = study_parser(__doc__.split("\n\n")[0], threads=1)  # --json: merged into an existing file
     parser.add_argument("--init", help="the encoder of every task (default: course-zh for ner-zh, course-en for ner-en)")
     parser.add_argument("--tasks", default="ner-zh,ner-en")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--extra", default="", help="flags added to every command (later flags win), e.g. '--crf-lr 5e-3'")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--json", help="also write the numbers, commands and machine here (merged into an existing file)")
     args = parser.parse_args()
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-    import torch
-
-    torch.set_num_threads(args.threads)  # this process decodes the softmax runs again
+    env = set_threads(args.threads)  # this process decodes the softmax runs again
     record = {}
     for task in args.tasks.split(","):
         if task not in TASKS:
@@ -142,10 +128,6 @@ def main() -> None:
 
 def write_record(path: Path, args, record: dict) -> None:
     """Merge this run's entries into the JSON record at `path`: {"INIT/TASK": {...}}."""
-    import platform
-
-    import torch
-
     merged = json.loads(path.read_text()) if path.exists() else {}
     for key, entry in record.items():
         merged[key] = {
@@ -154,8 +136,7 @@ def write_record(path: Path, args, record: dict) -> None:
             "command": f"python benchmarks/crf_gap.py --tasks {entry['task']} --seeds {args.seeds} --threads "
                        f"{args.threads} --out {args.out} --json {path}" + (f" --init {args.init}" if args.init else "")
                        + (f" --extra '{args.extra}'" if args.extra else ""),
-            "machine": f"{platform.machine()}, torch {torch.__version__}, "
-                       f"CPU capability {torch.backends.cpu.get_cpu_capability()}",
+            "machine": machine(),
         }
     path.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
 

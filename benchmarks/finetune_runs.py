@@ -31,11 +31,11 @@ RECIPES = {
 INITS = {"topic-en": "minilm-mlm", "paraphrase-en": "minilm-mlm", "ner-zh": "course-zh"}
 
 
-def study_parser(description: str) -> argparse.ArgumentParser:
+def study_parser(description: str, threads: int = 2) -> argparse.ArgumentParser:
     """The arguments every study takes: --seeds, --threads, --extra, --out, --json."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=threads)
     parser.add_argument("--extra", default="", help="flags added to every command (later flags win), e.g. for a smoke test")
     parser.add_argument("--out", required=True)
     parser.add_argument("--json", help="also write the numbers, the commands and the machine here")
