@@ -79,8 +79,9 @@ def rate_study(task: str, args, env) -> dict:
             row["masked_accuracy"].append(masked_accuracy_of(init, out, args.sequences))
     for row in rows.values():
         row["vs_plain"] = {k: paired(row[k], rows["plain"][k]) for k in ("task", "masked_accuracy")}
+    before = masked_accuracy_of(init, None, args.sequences)
     print(f"\n{task} from {init} at peak lr {lr}; held-out masked-token accuracy before fine-tuning "
-          f"{masked_accuracy_of(init, None, args.sequences):.3f}\n\n| variant | test score | minus plain (SE) "
+          f"{before:.3f}\n\n| variant | test score | minus plain (SE) "
           "| masked-token accuracy after | minus plain (SE) |\n|---|--:|--:|--:|--:|")
     for name, row in rows.items():
         d = row["vs_plain"]
@@ -88,7 +89,7 @@ def rate_study(task: str, args, env) -> dict:
               f"| {mean_sd(row['masked_accuracy'])} | {d['masked_accuracy']['mean']:+.3f} "
               f"({d['masked_accuracy']['se']:.3f}) |")
     return {"init": init, "lr": lr, "sequences": args.sequences,
-            "masked_accuracy_before": masked_accuracy_of(init, None, args.sequences), "variants": rows,
+            "masked_accuracy_before": before, "variants": rows,
             "finetune": f"bertedu finetune --task {task} --init {init} {RECIPES[task]} --lr {lr} FLAGS --seed SEED"}
 
 
