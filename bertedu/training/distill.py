@@ -207,12 +207,16 @@ class DistillingStudent(BertForPreTraining):
         teacher = self.teacher
         if next(teacher.parameters()).device != input_ids.device:
             teacher.to(input_ids.device)
-        with torch.no_grad():
-            t = teacher(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                        output_hidden_states=True, output_attentions=True)
-        s = super().forward(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                            output_hidden_states=True, output_attentions=True)
         w, parts = self.weights, {}
+        student_logits = bool(w["soft"] or (w["mlm"] and labels is not None))
+        # MLM logits, (B, T, V), only where a loss reads them: the hidden, attention and cosine terms
+        # need the encoders alone, and skipping the heads changes no loss, gradient or random draw
+        encode = dict(attention_mask=attention_mask, token_type_ids=token_type_ids, output_hidden_states=True,
+                      output_attentions=True)
+        teacher_encoder = teacher.bert if isinstance(teacher, BertForPreTraining) and not w["soft"] else teacher
+        with torch.no_grad():
+            t = teacher_encoder(input_ids, **encode)
+        s = super().forward(input_ids, **encode) if student_logits else self.bert(input_ids, **encode)
         if w["hidden"] or w["attention"]:
             layerwise = tinybert_layer_loss(s.hidden_states, t.hidden_states, s.attentions, t.attentions,
                                             attention_mask=attention_mask)
