@@ -46,10 +46,10 @@ def run_dir(out: str, task: str, init: str, head: str, seed: str) -> Path:
     return Path(out) / f"{task}-{init.replace('/', '_')}-{head}-{seed}"
 
 
-def run_one(task: str, init: str, head: str, seed: str, args, env) -> tuple[str, dict]:
+def run_one(task: str, init: str, head: str, seed: str, args) -> tuple[str, dict]:
     """(the command, less --seed and --out; the run's test numbers), running it unless done."""
     flags = [*TASKS[task][1].split(), "--head", head]
-    results = run_finetune(task, init, flags, seed, run_dir(args.out, task, init, head, seed), args.extra, env)
+    results = run_finetune(task, init, flags, seed, run_dir(args.out, task, init, head, seed), args.extra)
     test = results["test"]
     numbers = {**{k: test[k] for k in SCORES}, **{k: test["errors"][k] for k in COUNTS}, "best_step": results["best_step"],
                "steps": results["steps"], "elapsed_s": round(results["elapsed_s"], 1)}
@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--init", help="the encoder of every task (default: course-zh for ner-zh, course-en for ner-en)")
     parser.add_argument("--tasks", default="ner-zh,ner-en")
     args = parser.parse_args()
-    env = set_threads(args.threads)  # this process decodes the softmax runs again
+    set_threads(args.threads)  # this process runs the fine-tuning and decodes the softmax runs again
     record = {}
     for task in args.tasks.split(","):
         if task not in TASKS:
@@ -110,7 +110,7 @@ def main() -> None:
         for head in HEADS:
             entry[head] = []
             for seed in args.seeds.split(","):
-                command, numbers = run_one(task, init, head, seed, args, env)
+                command, numbers = run_one(task, init, head, seed, args)
                 entry["commands"][head] = command
                 entry[head].append(numbers)
         entry["softmax_constrained"] = [

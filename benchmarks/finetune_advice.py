@@ -65,7 +65,7 @@ def paired(values: list[float], plain: list[float]) -> dict:
             "z": statistics.mean(diffs) / se if se > 0 else None}
 
 
-def rate_study(task: str, args, env) -> dict:
+def rate_study(task: str, args) -> dict:
     init, lr, rows = INITS[task], RATES[task], {}
     for name, flags in RATE_VARIANTS.items():
         if name not in args.variants and name != "plain":
@@ -74,7 +74,7 @@ def rate_study(task: str, args, env) -> dict:
         row = rows[name] = {"flags": " ".join(extra), "task": [], "masked_accuracy": []}
         for seed in args.seeds.split(","):
             out = Path(args.out) / (f"lr{lr}-seed{seed}" if not extra else f"lr{lr}-{slug(name)}-seed{seed}")
-            results = run_finetune(task, init, [*RECIPES[task].split(), "--lr", lr, *extra], seed, out, args.extra, env)
+            results = run_finetune(task, init, [*RECIPES[task].split(), "--lr", lr, *extra], seed, out, args.extra)
             row["task"].append(task_score(results))
             row["masked_accuracy"].append(masked_accuracy_of(init, out, args.sequences))
     for row in rows.values():
@@ -128,7 +128,7 @@ def last_weights_on_training_set(out: Path) -> dict:
     return {"score": io.score(task.train, predictions)[results["main_metric"]], "loss": loss}
 
 
-def overfit_study(task: str, args, env) -> dict:
+def overfit_study(task: str, args) -> dict:
     rows = {}
     for name, extra in OVERFIT_VARIANTS.items():
         if name not in args.variants or name in OVERFIT_SKIP.get(task, ()):
@@ -137,7 +137,7 @@ def overfit_study(task: str, args, env) -> dict:
                             "curves": []}
         for seed in args.seeds.split(","):
             out = Path(args.out) / f"small-{slug(name)}-seed{seed}"
-            results = run_finetune(task, INITS[task], [*SMALL[task].split(), *extra], seed, out, args.extra, env)
+            results = run_finetune(task, INITS[task], [*SMALL[task].split(), *extra], seed, out, args.extra)
             row["curves"].append(curves(out))
             row["train_last"].append(last_weights_on_training_set(out)["score"])
             row["dev_last"].append(row["curves"][-1]["dev_score"][-1])
@@ -166,9 +166,9 @@ def main() -> None:
                         help="the variants to run, ';' between names (plain and the default regularisation always)")
     args = parser.parse_args()
     args.variants = [*args.variants.split(";"), "plain", next(iter(OVERFIT_VARIANTS))]
-    env = set_threads(args.threads)
+    set_threads(args.threads)
     studies = {"overfit": overfit_study, "rate": rate_study}
-    entry = {name: studies[name](args.task, args, env) for name in args.studies.split(",")}
+    entry = {name: studies[name](args.task, args) for name in args.studies.split(",")}
     if args.json:
         path = Path(args.json)
         record = json.loads(path.read_text()) if path.exists() else {}

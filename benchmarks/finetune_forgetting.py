@@ -38,14 +38,14 @@ def main() -> None:
     parser.add_argument("--lrs", default="2e-5,1e-4,5e-4,2e-3")
     parser.add_argument("--sequences", type=int, default=128, help="held-out sequences for the masked accuracy")
     args = parser.parse_args()
-    env = set_threads(args.threads)
+    set_threads(args.threads)
     init = args.init or INITS[args.task]
     rows = {}
     for lr in args.lrs.split(","):
         rows[lr] = {"task": [], "masked_accuracy": []}
         for seed in args.seeds.split(","):
             out = Path(args.out) / f"lr{lr}-seed{seed}"
-            results = run_finetune(args.task, init, [*RECIPES[args.task].split(), "--lr", lr], seed, out, args.extra, env)
+            results = run_finetune(args.task, init, [*RECIPES[args.task].split(), "--lr", lr], seed, out, args.extra)
             rows[lr]["task"].append(task_score(results))
             rows[lr]["masked_accuracy"].append(masked_accuracy_of(init, out, args.sequences))
     before = masked_accuracy_of(init, None, args.sequences)

@@ -1,6 +1,6 @@
-"""What the fine-tuning studies share (finetune_forgetting.py, finetune_advice.py): the
-arguments every study takes, one `bertedu finetune` run (printed, run unless its results.json
-exists, read back), a per-seed summary, the forgetting measure, and the machine.
+"""What the fine-tuning studies share (finetune_forgetting.py, finetune_advice.py, crf_gap.py):
+the arguments every study takes, one `bertedu finetune` run (printed, run in this process unless
+its results.json exists, read back), a per-seed summary, the forgetting measure, and the machine.
 
 Not a study itself; the scripts beside it import it (`python benchmarks/<study>.py` puts
 this folder on sys.path).
@@ -9,12 +9,12 @@ this folder on sys.path).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import io
 import json
-import os
 import platform
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -42,25 +42,33 @@ def study_parser(description: str, threads: int = 2) -> argparse.ArgumentParser:
     return parser
 
 
-def set_threads(threads: int) -> dict:
-    """Torch's threads here, and the environment for the runs' processes (OMP_NUM_THREADS)."""
+def set_threads(threads: int) -> None:
+    """Torch's threads in this process, which runs the fine-tuning too (`run_finetune`)."""
     sys.path.insert(0, str(REPO))
     import torch
 
     torch.set_num_threads(threads)
-    return {**os.environ, "OMP_NUM_THREADS": str(threads)}
 
 
-def run_finetune(task: str, init: str, flags: list[str], seed: str, out: Path, extra: str, env: dict) -> dict:
+def run_finetune(task: str, init: str, flags: list[str], seed: str, out: Path, extra: str) -> dict:
     """results.json of `bertedu finetune --task TASK --init INIT FLAGS EXTRA --seed SEED --out OUT`,
-    running it (printed first) unless it is there already."""
+    running it (printed first) unless it is there already.
+
+    It runs in this process (`bertedu.cli.main`, its output kept back), on the threads of
+    `set_threads`: the same run a `bertedu finetune` process gives (it seeds itself), without
+    paying again for the imports and the task's data (an embedded task is built once a process:
+    ner-zh takes seconds) at every run of a study."""
     command = ["bertedu", "finetune", "--task", task, "--init", init, *flags, *extra.split(), "--seed", seed,
                "--no-progress", "--out", str(out)]
     if not (out / "results.json").exists():
         print(" ".join(command), flush=True)
-        proc = subprocess.run([sys.executable, "-m", "bertedu.cli", *command[1:]], env=env, capture_output=True, text=True)
-        if proc.returncode:
-            raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr[-2000:]}")
+        from bertedu.cli import main
+
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+            status = main(command[1:])
+        if status:
+            raise SystemExit(f"{' '.join(command)} failed:\n{output.getvalue()[-2000:]}")
     return json.loads((out / "results.json").read_text())
 
 
