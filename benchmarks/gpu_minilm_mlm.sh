@@ -9,10 +9,11 @@
 #   bash benchmarks/gpu_minilm_mlm.sh
 #
 # Environment overrides (defaults in brackets), e.g. the CPU smoke test:
-#   MLM_DEVICE=cpu MLM_STEPS=2 MLM_EVAL_SEQUENCES=4 bash benchmarks/gpu_minilm_mlm.sh
+#   MLM_DEVICE=cpu MLM_STEPS=2 MLM_BATCH_SIZE=4 MLM_EVAL_SEQUENCES=4 bash benchmarks/gpu_minilm_mlm.sh
 #   MLM_DEVICE [cuda]  MLM_STEPS [10000]  MLM_CORPORA [wiki-en]  MLM_EVAL_SEQUENCES [256]
 #   MLM_OUT [runs/minilm-mlm-gpu-long]  MLM_LIMIT_S [480]  hard wall-clock limit of the training
 #   MLM_PRECISION [bf16]  MLM_MEASURE_SEQUENCES [all 298]  held-out sequences of the final measure
+#   MLM_BATCH_SIZE [32, the recipe's]  sequences per step (fewer: a quicker smoke test)
 #   PYTHON [python, else python3]
 # The recipe is `bertedu pretrain`'s (bertedu/weights/minilm-mlm/COMMAND.md): MiniLM with a fresh
 # MLM head, documents cut into [CLS] pieces [SEP] runs, the word embeddings frozen. A run stopped
@@ -40,9 +41,9 @@ start=$SECONDS
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} limit "${MLM_LIMIT_S:-480}" "$PY" -m bertedu.cli pretrain \
     --device "${MLM_DEVICE:-cuda}" --out "$OUT" --init-from minilm --packing documents --no-nsp \
     --freeze-word-embeddings --unigram-bias --corpus "${CORPORA[0]}" ${EXTRA[@]+"${EXTRA[@]}"} \
-    --steps "$STEPS" --lr 5e-4 --head-lr 3e-3 --warmup-steps "$WARMUP" --warmup-offset 1 --precision "${MLM_PRECISION:-bf16}" \
-    --eval-every "$EVERY" --save-every "$EVERY" --log-every $(( EVERY < 10 ? EVERY : 10 )) \
-    --max-eval-examples "${MLM_EVAL_SEQUENCES:-256}" --seed 0 --no-progress ${RESUME[@]+"${RESUME[@]}"} >> "$OUT.log" 2>&1
+    --steps "$STEPS" --batch-size "${MLM_BATCH_SIZE:-32}" --lr 5e-4 --head-lr 3e-3 --warmup-steps "$WARMUP" \
+    --warmup-offset 1 --precision "${MLM_PRECISION:-bf16}" --eval-every "$EVERY" --save-every "$EVERY" \
+    --log-every $(( EVERY < 10 ? EVERY : 10 )) --max-eval-examples "${MLM_EVAL_SEQUENCES:-256}" --seed 0 --no-progress ${RESUME[@]+"${RESUME[@]}"} >> "$OUT.log" 2>&1
 status=$?
 tail -n 3 "$OUT.log"
 echo "training exited with status $status after $((SECONDS - start)) s"
