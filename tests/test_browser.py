@@ -19,6 +19,7 @@ PID. Skipped, saying why, only where Chromium or chromedriver is not installed
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import secrets
@@ -178,10 +179,17 @@ def _wait(driver, condition, timeout: float, what: str, screenshot: Path):
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (screenshot: {screenshot})")
 
 
+_WORKSPACES = itertools.count()
+
+
 def _open(driver, lab, name: str, ui: str = "lab"):
-    """Open a notebook in JupyterLab ("lab") or in Notebook 7 ("notebook"); wait for its kernel."""
+    """Open a notebook in JupyterLab ("lab") or in Notebook 7 ("notebook"); wait for its kernel.
+
+    In JupyterLab, in a new, empty workspace: the notebooks opened before are not restored
+    beside it (each would render again, all its outputs, on every page load).
+    """
     base, token, tmp = lab
-    path = {"lab": "lab/tree", "notebook": "notebooks"}[ui]
+    path = {"lab": f"lab/workspaces/test-{next(_WORKSPACES)}/tree", "notebook": "notebooks"}[ui]
     driver.get(f"{base}/{path}/{name}?token={token}")
     js = """
         const panel = window.jupyterapp?.shell.currentWidget;

@@ -2,10 +2,12 @@
 processes give bit-identical weights on CPU, and a crashed run continued with --resume ends
 exactly where the uninterrupted one does."""
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -21,12 +23,25 @@ PRETRAIN = ["pretrain", "--preset", "tiny", "--corpus", "wiki-en", "--max-docume
             "--max-eval-examples", "8", "--no-progress", "--seed", "3"]
 
 
-def bertedu(*argv: str) -> None:
-    """Run the command line in a fresh process (its own global RNG, nothing shared with us)."""
+def bertedu(*argvs: list[str]) -> None:
+    """Run the command line in fresh processes (each its own global RNG, nothing shared with us
+    or with each other), one per argv, all at once: with one thread each, the processes share a
+    2-core machine's cores rather than each waiting for the last to end."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "bertedu.cli", *argv], capture_output=True, text=True, env=env,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    with contextlib.ExitStack() as stack:
+        logs = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in argvs]  # no pipe to fill while we wait
+        procs = [subprocess.Popen([sys.executable, "-m", "bertedu.cli", *argv], stdout=subprocess.DEVNULL,
+                                  stderr=log, text=True, env=env) for argv, log in zip(argvs, logs)]
+        try:
+            for proc in procs:
+                proc.wait(timeout=600)
+        finally:
+            for proc in procs:
+                proc.kill()  # only one still running (after a timeout): an ended process is left alone
+                proc.wait()
+        for proc, log in zip(procs, logs):
+            log.seek(0)
+            assert proc.returncode == 0, log.read()[-2000:]
 
 
 def weights(folder) -> dict[str, torch.Tensor]:
@@ -51,15 +66,23 @@ def vocab(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory, vocab):
-    out = tmp_path_factory.mktemp("run-a")
-    bertedu(*PRETRAIN, "--vocab", vocab, "--out", str(out))
-    return out
+def runs(tmp_path_factory, vocab):
+    """The pretrain command twice ("a", "b") and with another seed for one step ("seed-4"): three
+    processes at once."""
+    root = tmp_path_factory.mktemp("runs")
+    bertedu([*PRETRAIN, "--vocab", vocab, "--out", str(root / "a")],
+            [*PRETRAIN, "--vocab", vocab, "--out", str(root / "b")],
+            [*PRETRAIN[:-2], "--seed", "4", "--steps", "1", "--vocab", vocab, "--out", str(root / "seed-4")])
+    return root
 
 
-def test_the_same_pretrain_command_twice_gives_bit_identical_checkpoints(first_run, vocab, tmp_path):
-    again = tmp_path / "run-b"
-    bertedu(*PRETRAIN, "--vocab", vocab, "--out", str(again))
+@pytest.fixture(scope="module")
+def first_run(runs):
+    return runs / "a"
+
+
+def test_the_same_pretrain_command_twice_gives_bit_identical_checkpoints(first_run, runs):
+    again = runs / "b"
     for a, b in zip(list_checkpoints(first_run), list_checkpoints(again), strict=True):
         # every tensor equal bit for bit (the file's bytes can differ: safetensors stores its
         # metadata dict in no fixed order)
@@ -68,9 +91,8 @@ def test_the_same_pretrain_command_twice_gives_bit_identical_checkpoints(first_r
             assert torch.equal(x, y)
 
 
-def test_another_seed_gives_other_initial_weights(first_run, vocab, tmp_path):
-    other = tmp_path / "seed-4"
-    bertedu(*PRETRAIN[:-2], "--seed", "4", "--steps", "1", "--vocab", vocab, "--out", str(other))
+def test_another_seed_gives_other_initial_weights(first_run, runs):
+    other = runs / "seed-4"
     a, b = weights(list_checkpoints(first_run)[0]), weights(list_checkpoints(other)[0])
     assert not torch.equal(a["bert.embeddings.word_embeddings.weight"], b["bert.embeddings.word_embeddings.weight"])
 
@@ -81,7 +103,7 @@ def test_a_crashed_run_resumed_from_its_last_checkpoint_ends_bit_identical(first
     for checkpoint in list_checkpoints(crashed)[2:]:  # the process died after writing step 2
         shutil.rmtree(checkpoint)
     assert [c.name for c in list_checkpoints(crashed)] == ["checkpoint-1", "checkpoint-2"]
-    bertedu(*PRETRAIN, "--vocab", vocab, "--out", str(crashed), "--resume")
+    bertedu([*PRETRAIN, "--vocab", vocab, "--out", str(crashed), "--resume"])
     final, resumed = list_checkpoints(first_run)[-1], list_checkpoints(crashed)[-1]
     assert final.name == resumed.name == "checkpoint-6"
     assert_identical(weights(final), weights(resumed))
@@ -93,7 +115,6 @@ def test_the_same_finetune_command_twice_gives_bit_identical_weights(tmp_path):
     argv = ["finetune", "--task", "ner-en", "--init", "random", "--preset", "tiny", "--steps", "4",
             "--batch-size", "8", "--max-train", "32", "--max-eval", "8", "--max-seq-length", "32",
             "--no-progress", "--seed", "5"]
-    bertedu(*argv, "--out", str(tmp_path / "a"))
-    bertedu(*argv, "--out", str(tmp_path / "b"))
+    bertedu([*argv, "--out", str(tmp_path / "a")], [*argv, "--out", str(tmp_path / "b")])
     assert_identical(weights(tmp_path / "a" / "model"), weights(tmp_path / "b" / "model"))
     assert (tmp_path / "a" / "predictions_test.jsonl").read_text() == (tmp_path / "b" / "predictions_test.jsonl").read_text()
