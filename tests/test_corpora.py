@@ -93,9 +93,10 @@ def test_wiki_en_has_no_markup_and_no_redirects(wiki):
     assert not set(redirects) & {title for title, _ in articles}
 
 
-def test_wiki_en_streams(monkeypatch):
+def test_wiki_en_streams_then_is_kept(monkeypatch):
     import gensim.corpora.wikicorpus as wikicorpus
 
+    monkeypatch.setattr(corpora, "_WIKI_EN_PARSED", [])  # as in a fresh process
     calls = []
     real_filter = wikicorpus.filter_wiki
     monkeypatch.setattr(wikicorpus, "filter_wiki", lambda markup: calls.append(1) or real_filter(markup))
@@ -103,6 +104,12 @@ def test_wiki_en_streams(monkeypatch):
     assert inspect.isgenerator(documents) and calls == []  # nothing read yet
     first = next(documents)
     assert first[0].startswith("Anarchism") and len(calls) == 1  # one article parsed, not 106
+    rest = list(documents)  # read to the end: kept
+    parsed = len(calls)
+    again = list(wiki_en())
+    assert len(calls) == parsed and again == [first, *rest]  # the second read parses nothing
+    again[0].append("changed by one caller")
+    assert next(wiki_en()) == first  # ... and hands out lists of its own
 
 
 def test_wiki_dump_cleaning(tmp_path):

@@ -217,9 +217,25 @@ def wiki_en_articles() -> Iterator[tuple[str, Document]]:
     """`(title, sentences)` for the English Wikipedia articles embedded in gensim.
 
     The dump holds 106 articles (and 100 redirects); 102 have prose once lists are
-    dropped (the other four are disambiguation and list pages).
+    dropped (the other four are disambiguation and list pages). Streamed, one article
+    parsed at a time, the first time it is read to the end in a process; kept then, since
+    cleaning the markup takes seconds and a notebook or a test reads it several times.
+    Every call yields new lists: a caller that changes one changes no other caller's.
     """
-    return wiki_dump(embedded_path(WIKI_EN))
+    if _WIKI_EN_PARSED:
+        return ((title, list(sentences)) for title, sentences in _WIKI_EN_PARSED)
+    return _wiki_en_parse_and_keep(wiki_dump(embedded_path(WIKI_EN)))  # a missing file fails here, at the call
+
+
+_WIKI_EN_PARSED: list[tuple[str, tuple[str, ...]]] = []  # filled once a read reaches the end
+
+
+def _wiki_en_parse_and_keep(articles: Iterator[tuple[str, Document]]) -> Iterator[tuple[str, Document]]:
+    parsed = []
+    for title, sentences in articles:
+        parsed.append((title, tuple(sentences)))
+        yield title, sentences
+    _WIKI_EN_PARSED[:] = parsed
 
 
 def wiki_en() -> Iterator[Document]:
