@@ -4,7 +4,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertedu.training.checkpoint import latest_checkpoint
+from bertedu.training.checkpoint import latest_checkpoint, list_checkpoints
 from bertedu.cli import main
 from bertedu.model.config import BertConfig
 from bertedu.training.distill import DistillConfig, DistillingStudent, student_from_teacher
@@ -90,8 +90,10 @@ def test_settings_the_teacher_cannot_serve_are_refused():
 
 @pytest.fixture(scope="module")
 def teacher_run(tmp_path_factory):
+    # its held-out measure is not what these tests check: 16 examples, not the default 512
     out = tmp_path_factory.mktemp("teacher")
-    assert main(["pretrain", "--preset", "tiny", "--steps", "4", "--batch-size", "8", "--out", str(out), *SMALL]) == 0
+    assert main(["pretrain", "--preset", "tiny", "--steps", "4", "--batch-size", "8", "--max-eval-examples", "16",
+                 "--out", str(out), *SMALL]) == 0
     return out
 
 
@@ -101,11 +103,18 @@ def distill_args(teacher, out, *extra):
             "--soft-weight", "5", "--mlm-weight", "2", "--out", str(out), *extra]
 
 
-def test_distill_command_writes_a_student_every_tool_reads(teacher_run, tmp_path):
+@pytest.fixture(scope="module")
+def student_run(teacher_run, tmp_path_factory):
+    """`bertedu distill` with `distill_args`' settings, once for the tests that read its folder."""
+    out = tmp_path_factory.mktemp("student") / "run"
+    assert main(distill_args(teacher_run, out)) == 0
+    return out
+
+
+def test_distill_command_writes_a_student_every_tool_reads(teacher_run, student_run, tmp_path):
     """One layer of the tiny teacher's two, all five losses; twice with one seed: the same bits."""
-    runs = [tmp_path / "a", tmp_path / "b"]
-    for out in runs:
-        assert main(distill_args(teacher_run, out)) == 0
+    runs = [student_run, tmp_path / "b"]
+    assert main(distill_args(teacher_run, runs[1])) == 0
     checkpoints = [latest_checkpoint(out) for out in runs]
     assert checkpoints[0].name == "checkpoint-4"
     a, b = (load_file(str(c / "model.safetensors")) for c in checkpoints)
@@ -120,22 +129,22 @@ def test_distill_command_writes_a_student_every_tool_reads(teacher_run, tmp_path
     assert "eval_loss" in (runs[0] / "metrics.jsonl").read_text()
 
 
-def test_distill_command_errors_are_one_line(teacher_run, tmp_path, capsys):
+def test_distill_command_errors_are_one_line(teacher_run, student_run, tmp_path, capsys):
     assert main(distill_args(tmp_path / "nowhere", tmp_path / "x")) == 2
     assert "--teacher" in capsys.readouterr().err
     assert main(distill_args(teacher_run, tmp_path / "y", "--layers", "5")) == 2
     assert "0..1" in capsys.readouterr().err
-    out = tmp_path / "z"
-    assert main(distill_args(teacher_run, out)) == 0
-    assert main(distill_args(teacher_run, out)) == 2
+    checkpoints = list_checkpoints(student_run)
+    assert main(distill_args(teacher_run, student_run)) == 2  # the same command again, into its finished folder
     assert "--resume" in capsys.readouterr().err
+    assert list_checkpoints(student_run) == checkpoints  # refused before it wrote anything
 
 
-def test_a_second_stage_starts_from_the_first_students_weights_on_a_tasks_text(teacher_run, tmp_path, capsys):
+def test_a_second_stage_starts_from_the_first_students_weights_on_a_tasks_text(teacher_run, student_run, tmp_path,
+                                                                              capsys):
     """TinyBERT's two stages: general text, then a task's training inputs (labels unused),
     continuing from the first stage's student rather than from teacher layers."""
-    first = tmp_path / "general"
-    assert main(distill_args(teacher_run, first)) == 0
+    first = student_run  # the first stage: `distill_args` on wiki-en
     stage_two = ["--init-student", str(first), "--corpus", "task:ner-en", "--soft-weight", "0", "--mlm-weight", "0"]
     frozen, moved = tmp_path / "frozen", tmp_path / "moved"
     assert main([*distill_args(teacher_run, frozen, *stage_two), "--lr", "1e-12", "--steps", "1"]) == 0
