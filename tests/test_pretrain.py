@@ -20,7 +20,9 @@ SMALL = ["--corpus", "wiki-en", "--max-documents", "24", "--vocab-size", "1500",
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny-run")
-    assert main(["pretrain", "--preset", "tiny", "--steps", "12", "--batch-size", "8", "--out", str(out), *SMALL]) == 0
+    # the held-out measure need only be there (16 examples, not the default 512)
+    assert main(["pretrain", "--preset", "tiny", "--steps", "12", "--batch-size", "8", "--max-eval-examples", "16",
+                 "--out", str(out), *SMALL]) == 0
     return out
 
 
@@ -56,7 +58,8 @@ def test_fill_mask_from_a_run_never_suggests_special_tokens(tiny_run):
 def test_phase_two_starts_from_phase_one_weights(tiny_run, tmp_path):
     out = tmp_path / "phase2"
     pretrain(PretrainConfig(preset="tiny", corpus="wiki-en", max_documents=24, steps=1, lr=1e-12, warmup_ratio=0.0,
-                            batch_size=4, max_seq_length=128, init_from=str(tiny_run), out=str(out), progress=False))
+                            batch_size=4, max_seq_length=128, max_eval_examples=8, init_from=str(tiny_run),
+                            out=str(out), progress=False))
     assert (out / "vocab.txt").read_text() == (tiny_run / "vocab.txt").read_text()
     before = load_file(str(latest_checkpoint(tiny_run) / "model.safetensors"))
     after = load_file(str(latest_checkpoint(out) / "model.safetensors"))
@@ -71,7 +74,8 @@ def test_init_from_takes_a_shipped_masked_lm_by_name(tmp_path):
 
     out = tmp_path / "from-course-en"
     assert main(["pretrain", "--init-from", "course-en", "--preset", "tiny", "--steps", "1", "--lr", "1e-12",
-                 "--warmup-ratio", "0", "--batch-size", "4", "--out", str(out), *SMALL]) == 0
+                 "--warmup-ratio", "0", "--batch-size", "4", "--max-eval-examples", "8", "--out", str(out),
+                 *SMALL]) == 0
     assert (out / "vocab.txt").read_bytes() == masked_lm_vocab_path("course-en").read_bytes()
     shipped, _ = load_masked_lm("course-en")
     model, _ = load_pretrained(out)
@@ -159,7 +163,8 @@ def test_training_loop_tells_the_data_set_each_epoch():
 def test_chinese_whole_word_run_uses_a_character_vocabulary(tmp_path):
     out = tmp_path / "zh"
     result = pretrain(PretrainConfig(preset="tiny", corpus="peoples-daily-zh", max_documents=40, steps=2, batch_size=4,
-                                     max_seq_length=64, whole_word=True, out=str(out), progress=False))
+                                     max_seq_length=64, whole_word=True, max_eval_examples=8, out=str(out),
+                                     progress=False))
     assert result.step == 2
     _, tok = load_pretrained(out)
     assert tok.tokenize("人民日报") == ["人", "民", "日", "报"]  # one token per character
