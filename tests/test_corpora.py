@@ -54,6 +54,7 @@ def wiki():
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(wikicorpus, "filter_wiki", recording_filter)
+        patch.setattr(corpora, "_WIKI_EN_PARSED", [])  # parse it here, even if another test already has
         articles = list(wiki_en_articles())
     return articles, sum(filtered_chars), len(filtered_chars)
 
