@@ -26,7 +26,7 @@ import json
 import statistics
 from pathlib import Path
 
-from finetune_runs import machine, run_finetune, set_threads, study_parser
+from finetune_runs import finetune_command, machine, run_finetune, set_threads, study_parser
 
 # task -> (default init, the flags of its CPU-sized fine-tune: finetune_gap.py's recorded recipes)
 TASKS = {
@@ -53,8 +53,7 @@ def run_one(task: str, init: str, head: str, seed: str, args) -> tuple[str, dict
     test = results["test"]
     numbers = {**{k: test[k] for k in SCORES}, **{k: test["errors"][k] for k in COUNTS}, "best_step": results["best_step"],
                "steps": results["steps"], "elapsed_s": round(results["elapsed_s"], 1)}
-    command = " ".join(["bertedu", "finetune", "--task", task, "--init", init, *flags, *args.extra.split()])
-    return command + " --seed SEED", numbers
+    return " ".join(finetune_command(task, init, flags, args.extra)) + " --seed SEED", numbers
 
 
 def constrained_decoding(out: Path) -> dict:

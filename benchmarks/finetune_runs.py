@@ -50,6 +50,12 @@ def set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+def finetune_command(task: str, init: str, flags: list[str], extra: str) -> list[str]:
+    """`bertedu finetune --task TASK --init INIT FLAGS EXTRA` (later flags win), less --seed and --out:
+    what a record shows, with " --seed SEED" after it."""
+    return ["bertedu", "finetune", "--task", task, "--init", init, *flags, *extra.split()]
+
+
 def run_finetune(task: str, init: str, flags: list[str], seed: str, out: Path, extra: str) -> dict:
     """results.json of `bertedu finetune --task TASK --init INIT FLAGS EXTRA --seed SEED --out OUT`,
     running it (printed first) unless it is there already.
@@ -58,8 +64,7 @@ def run_finetune(task: str, init: str, flags: list[str], seed: str, out: Path, e
     `set_threads`: the same run a `bertedu finetune` process gives (it seeds itself), without
     paying again for the imports and the task's data (an embedded task is built once a process:
     ner-zh takes seconds) at every run of a study."""
-    command = ["bertedu", "finetune", "--task", task, "--init", init, *flags, *extra.split(), "--seed", seed,
-               "--no-progress", "--out", str(out)]
+    command = [*finetune_command(task, init, flags, extra), "--seed", seed, "--no-progress", "--out", str(out)]
     if not (out / "results.json").exists():
         print(" ".join(command), flush=True)
         from bertedu.cli import main
