@@ -103,9 +103,7 @@ def main() -> None:
 
 def write_record(path: Path, args, rows, commands, vocab_note: str) -> None:
     """Merge this run's scores into the JSON record at `path`: {"INIT/TASK": {...}}."""
-    import platform
-
-    import torch
+    from finetune_runs import machine  # this folder is on sys.path when the script runs
 
     record = json.loads(path.read_text()) if path.exists() else {}
     for task, scores in rows:
@@ -117,8 +115,7 @@ def write_record(path: Path, args, rows, commands, vocab_note: str) -> None:
             "vocab": vocab_note,
             "command": f"python benchmarks/finetune_gap.py --init {args.init} --tasks {task} --seeds {args.seeds} "
                        f"--threads {args.threads} --out {args.out} --json {path}" + (f" --extra '{args.extra}'" if args.extra else ""),
-            "machine": f"{platform.machine()}, torch {torch.__version__}, "
-                       f"CPU capability {torch.backends.cpu.get_cpu_capability()}",
+            "machine": machine(),
         }
     path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 

@@ -87,10 +87,20 @@ def mean_sd(values: list[float]) -> str:
     return f"{statistics.mean(values):.3f} ± {sd:.3f} ({', '.join(f'{x:.3f}' for x in values)})"
 
 
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux): CPUs of different makes round float32 products differently."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
 def machine() -> str:
     import torch
 
-    return f"{platform.machine()}, torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+    return (f"{cpu_name()}, {platform.machine()}, torch {torch.__version__}, "
+            f"CPU capability {torch.backends.cpu.get_cpu_capability()}")
 
 
 def shown_command(script: str) -> str:

@@ -344,3 +344,18 @@ def test_finetune_advice_script_and_chinese_forgetting_run_end_to_end(tmp_path):
     for row in entry["overfit"]["variants"].values():
         assert len(row["train_last"]) == len(row["curves"]) == 1 and all(0 <= x <= 1 for x in row["train_last"])
         assert row["curves"][0]["step"][-1] == 2 and len(row["curves"][0]["train_loss"]) == len(row["curves"][0]["step"])
+
+
+def test_cpu_rounding_script_hashes_one_product_the_same_way_twice(monkeypatch, capsys):
+    """benchmarks/cpu_rounding.py (RESULTS.md: stored outputs on CPUs of different makes): the machine line names
+    the CPU, and one process hashes the same seeded product alike every time (a different seed: other bits)."""
+    import runpy
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = runpy.run_path(str(REPO / "benchmarks" / "cpu_rounding.py"))
+    digest, ms = script["product_hash"]()
+    assert len(digest) == 16 and int(digest, 16) >= 0 and ms > 0
+    assert script["product_hash"]()[0] == digest != script["product_hash"](seed=1)[0]
+    script["main"]()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"machine: {script['machine']()}") and f"sha256 {digest}," in out[1]
