@@ -1,26 +1,24 @@
 """Does pretraining pay? Fine-tune from a pretrained model and from random weights (same
 vocabulary, same size, same commands, several seeds) and compare test scores.
 
-Each run is one `bertedu finetune` command (printed), one after the other. The table gives
-mean ± sample standard deviation over the seeds and the gap in units of the larger of
-the two standard deviations.
+Each run is one `bertedu finetune` command (printed), run one after the other in this process
+(benchmarks/finetune_runs.run_finetune). The table gives mean ± sample standard deviation over
+the seeds and the gap in units of the larger of the two standard deviations.
 
     python benchmarks/finetune_gap.py --init course-zh --tasks sentiment-zh,ner-zh --out runs/gap-zh
 
 `--init minilm` compares the real all-MiniLM-L6-v2 with random weights of its shape
 (`--preset minilm`, its vocabulary). `--json FILE` also writes the scores, the commands and
-the machine: the record notebook 08 reads (bertedu/weights/finetune_gap.json).
+the machine: the record notebooks 08, 10 and 11 read (bertedu/weights/finetune_gap.json).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
+
+from finetune_runs import finetune_command, machine, run_finetune, set_threads, study_parser
 
 # task -> the flags of its CPU-sized fine-tune (the notebooks' settings, shortened)
 TASKS = {
@@ -35,16 +33,11 @@ TASKS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = study_parser(__doc__.split("\n\n")[0], threads=1)  # --json: merged into an existing file
     parser.add_argument("--init", required=True, help="a shipped masked LM name or a bertedu pretrain folder")
     parser.add_argument("--tasks", default="sentiment-zh,ner-zh")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--extra", default="", help="flags added to every command (later flags win), e.g. '--lr 5e-4'")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--json", help="also write the scores, commands and machine here (merged into an existing file)")
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    set_threads(args.threads)  # this process runs the fine-tuning
     from bertedu.pretrained import MASKED_LMS, masked_lm_dir, masked_lm_vocab_path
 
     if args.init == "minilm":
@@ -70,23 +63,16 @@ def main() -> None:
     if preset is None:
         raise SystemExit(f"{args.init}: its size {shape(size)} is no preset, so random weights of the same size "
                          f"cannot be made by --preset (presets: {', '.join(PRESETS)})")
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     rows, commands = [], {}
     for task in args.tasks.split(","):
         scores = {"pretrained": [], "random": []}
         for seed in args.seeds.split(","):
-            for kind, init in (("pretrained", ["--init", args.init]),
-                               ("random", ["--init", "random", "--preset", preset, "--vocab", str(vocab)])):
-                out = Path(args.out) / f"{task}-{kind}-{seed}"
-                command = ["bertedu", "finetune", "--task", task, *init, *TASKS[task].split(), *args.extra.split(), "--seed", seed,
-                           "--no-progress", "--out", str(out)]
-                if not (out / "results.json").exists():
-                    print(" ".join(command), flush=True)
-                    subprocess.run([sys.executable, "-m", "bertedu.cli", *command[1:]], env=env, check=True,
-                                   capture_output=True)
-                shown = " ".join(command[:-5]).replace(str(vocab), vocab_name)  # less --seed, --out; no local path
-                commands.setdefault(task, {}).setdefault(kind, shown + " --seed SEED")
-                results = json.loads((out / "results.json").read_text())
+            for kind, init, flags in (("pretrained", args.init, []),
+                                      ("random", "random", ["--preset", preset, "--vocab", str(vocab)])):
+                flags = [*flags, *TASKS[task].split()]
+                results = run_finetune(task, init, flags, seed, Path(args.out) / f"{task}-{kind}-{seed}", args.extra)
+                shown = " ".join(finetune_command(task, init, flags, args.extra)).replace(str(vocab), vocab_name)
+                commands.setdefault(task, {}).setdefault(kind, shown + " --seed SEED")  # no local path
                 scores[kind].append(results["test"][results["main_metric"]])
         rows.append((task, scores))
     print("\n| task | from " + args.init + " | from random | gap | gap / sd |\n|---|--:|--:|--:|--:|")
@@ -103,8 +89,6 @@ def main() -> None:
 
 def write_record(path: Path, args, rows, commands, vocab_note: str) -> None:
     """Merge this run's scores into the JSON record at `path`: {"INIT/TASK": {...}}."""
-    from finetune_runs import machine  # this folder is on sys.path when the script runs
-
     record = json.loads(path.read_text()) if path.exists() else {}
     for task, scores in rows:
         record[f"{args.init}/{task}"] = {

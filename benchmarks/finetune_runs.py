@@ -1,4 +1,4 @@
-"""What the fine-tuning studies share (finetune_forgetting.py, finetune_advice.py, crf_gap.py):
+"""What the fine-tuning studies share (finetune_gap.py, finetune_forgetting.py, finetune_advice.py, crf_gap.py):
 the arguments every study takes, one `bertedu finetune` run (printed, run in this process unless
 its results.json exists, read back), a per-seed summary, the forgetting measure, and the machine.
 

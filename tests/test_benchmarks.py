@@ -359,3 +359,29 @@ def test_cpu_rounding_script_hashes_one_product_the_same_way_twice(monkeypatch, 
     script["main"]()
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"machine: {script['machine']()}") and f"sha256 {digest}," in out[1]
+
+
+@pytest.mark.slow
+def test_finetune_gap_script_records_both_twins(tmp_path, monkeypatch, capsys):
+    """benchmarks/finetune_gap.py (the records notebooks 08, 10 and 11 read, bertedu/weights/finetune_gap.json),
+    one seed on 16 definitions: the pretrained run and its random twin of the same preset and vocabulary, run in
+    this process; the table, and a record whose commands name the vocabulary, not this machine's path."""
+    import runpy
+
+    record_path, extra = tmp_path / "gap.json", "--max-train 16 --max-eval 8 --epochs 1 --batch-size 8 --max-seq-length 16"
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    monkeypatch.setattr(sys, "argv", ["finetune_gap.py", "--init", "course-en", "--tasks", "topic-en", "--seeds", "0",
+                                      "--threads", "1", "--out", str(tmp_path / "runs"), "--json", str(record_path),
+                                      "--extra", extra])
+    runpy.run_path(str(REPO / "benchmarks" / "finetune_gap.py"), run_name="__main__")
+    entry = json.loads(record_path.read_text())["course-en/topic-en"]
+    assert entry["seeds"] == [0] and len(entry["pretrained"]) == len(entry["random"]) == 1
+    assert all(0 <= x <= 1 for x in entry["pretrained"] + entry["random"]) and entry["metric"] == "test accuracy"
+    assert entry["commands"]["random"].startswith("bertedu finetune --task topic-en --init random --preset ")
+    assert "--vocab COURSE_EN_VOCAB --max-train 600" in entry["commands"]["random"]
+    assert entry["commands"]["pretrained"].endswith(f"{extra} --seed SEED") and str(tmp_path) not in json.dumps(entry["commands"])
+    assert entry["command"].startswith("python benchmarks/finetune_gap.py --init course-en --tasks topic-en --seeds 0")
+    for kind in ("pretrained", "random"):
+        results = json.loads((tmp_path / "runs" / f"topic-en-{kind}-0" / "results.json").read_text())
+        assert results["test"]["accuracy"] == entry[kind][0] and results["train_examples"] == 16
+    assert "| topic-en |" in capsys.readouterr().out
