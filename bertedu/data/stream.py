@@ -160,15 +160,9 @@ def _append_examples(examples: Sequence[PretrainingExample], offset: int, index_
     rows.tofile(index_file)
     np.fromiter(itertools.chain.from_iterable(e.input_ids for e in examples), dtype=np.int32).tofile(ids_file)
     if words_file is not None:
-        starts = itertools.chain.from_iterable(_word_starts(e.word_ids) for e in examples)
-        np.fromiter(starts, dtype=np.uint8).tofile(words_file)
-
-
-def _word_starts(word_ids: Sequence[int]) -> Iterator[int]:
-    previous = -1
-    for w in word_ids:
-        yield int(w != -1 and w != previous)
-        previous = w
+        word_ids = np.fromiter(itertools.chain.from_iterable(e.word_ids for e in examples), dtype=np.int64)
+        previous = np.concatenate(([-1], word_ids[:-1]))  # across examples: a [SEP] then a [CLS], both -1
+        ((word_ids != -1) & (word_ids != previous)).astype(np.uint8).tofile(words_file)  # 1 where a word begins
 
 
 class ExampleStore(Sequence):
