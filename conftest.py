@@ -20,7 +20,7 @@ if "BERTEDU_FIGURES_DIR" not in os.environ:
     os.environ["BERTEDU_FIGURES_DIR"] = str(Path(_figures_tmp) / "figures")
 
 # OpenMP threads that wait for work sleep instead of spinning. Alone on the machine this changes
-# nothing measurable (notebook 06: 24.0 s spinning, 24.5 s sleeping); beside another busy process
+# little (notebook 06: 24.0 s spinning, 24.5 s sleeping); beside another busy process
 # (a second pytest worker, a helper, a CI neighbour) spinning threads steal its cores: 06 took 404 s
 # next to a 2-thread matrix loop, 35.6 s with sleeping threads (benchmarks/RESULTS.md). Read when
 # torch loads, so here, before any test imports it; the notebooks' kernels inherit it.
