@@ -42,6 +42,17 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
+def positive_int(text: str) -> int:
+    """'5' -> 5; an argparse type for counts that must be at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def _add_dataclass_flags(parser: argparse.ArgumentParser, cls) -> None:
     """One flag per field of the config dataclass `cls`, its help and default from the field.
 
@@ -141,7 +152,7 @@ def _add_masked_lm_commands(sub) -> None:
     f.add_argument("run", help="a `bertedu pretrain --out` folder, or a masked LM shipped with the course: "
                                + ", ".join(MASKED_LMS))
     f.add_argument("text", nargs="+", help="text with one or more [MASK]")
-    f.add_argument("--top-k", type=int, default=5, help="predictions shown per [MASK] (default: 5)")
+    f.add_argument("--top-k", type=positive_int, default=5, help="predictions shown per [MASK] (default: 5)")
     f.add_argument("--untrained", action="store_true",
                    help="also show the same architecture with random weights (seed 0), for comparison")
 
@@ -153,7 +164,7 @@ def _add_masked_lm_commands(sub) -> None:
     m.add_argument("run", help="a `bertedu pretrain --out` folder, or a masked LM shipped with the course: "
                                + ", ".join(MASKED_LMS))
     m.add_argument("--seed", type=int, default=0, help="seed of the masks (default: 0, as every run's measure)")
-    m.add_argument("--max-sequences", type=int, default=None,
+    m.add_argument("--max-sequences", type=positive_int, default=None,
                    help="score only the first N held-out sequences (default: all; runs log the first 256)")
 
 

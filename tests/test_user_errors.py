@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import bertedu.errors
 import bertedu.training.pretrain
 from bertedu.cli import main
 from bertedu.pretrained import minilm_vocab_path
@@ -63,9 +64,49 @@ FT = ["--steps", "1", "--no-progress"]
     (["pretrain", "--max-tokens", "100", "--warmup-offset", "1"], "warmup_offset counts updates: it needs a step"),
     (["pretrain", "--steps", "1", "--init-from", "minilm", "--max-seq-length", "600"],
      "above the minilm model's 512 positions"),
+    (["pretrain", "--steps", "1", "--max-seq-length", "4"],
+     "max_seq_length 4 leaves no room for text in a sequence: use --max-seq-length 5 or more"),
+    (["pretrain", "--steps", "1", "--packing", "documents", "--no-nsp", "--max-seq-length", "2"],
+     "use --max-seq-length 3 or more"),
+    # a budget of nothing trained nothing and reported it as a result
+    (["pretrain", "--steps", "-1"], "steps must be at least 1, got -1"),
+    (["finetune", "--task", "ner-en", "--steps", "0"], "steps must be at least 1, got 0"),
+    (["finetune", "--task", "ner-en", "--epochs", "0"], "epochs must be positive, got 0.0"),
+    (["pretrain", "--max-tokens", "0"], "max_tokens must be at least 1, got 0"),
+    (["pretrain", "--steps", "1", "--save-every", "-1"], "save_every must be 0 or a number of steps, got -1"),
+    (["finetune", "--task", "ner-en", "--steps", "1", "--eval-every", "-1"], "eval_every must be 0 or a number"),
+    (["pretrain", "--steps", "1", "--keep-checkpoints", "0"], "keep_checkpoints must be at least 1, got 0"),
 ])
 def test_a_bad_value_is_one_line(capsys, args, says):
     assert says in one_line_error(capsys, args)
+
+
+@pytest.mark.parametrize("args", [["fill-mask", "course-en", "a [MASK] b", "--top-k", "0"],
+                                  ["masked-accuracy", "course-en", "--max-sequences", "0"]])
+def test_a_count_below_one_is_a_usage_error(capsys, args):
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    assert stop.value.code == 2
+    flag = args[-2]
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (f"bertedu {args[0]}: error: argument {flag}: "
+                                                                "must be at least 1, got 0")
+
+
+@pytest.mark.parametrize("command", [["pretrain", "--preset", "tiny"], ["finetune", "--task", "ner-en"],
+                                     ["distill"]])
+def test_an_out_folder_that_cannot_be_made_is_one_line(capsys, files, command):
+    (files / "a-file").write_text("not a folder\n", encoding="utf-8")
+    out = files / "a-file" / "run"
+    line = one_line_error(capsys, [*command, *FT, "--out", str(out)])
+    assert line.endswith(f"--out {out}: cannot create this folder (Not a directory): choose a folder you can write to")
+
+
+def test_a_corpus_of_too_few_documents_is_one_line(capsys, files):
+    (files / "one.txt").write_text("One document, one sentence.\nAnd a second sentence.\n", encoding="utf-8")
+    line = one_line_error(capsys, ["pretrain", "--preset", "tiny", *FT, "--corpus", str(files / "one.txt"),
+                                   "--out", str(files / "o")])
+    assert "the corpus has 1 document(s): 2 are held out for evaluation and training needs 2 more, so give at " \
+           "least 4 (one sentence per line, a blank line between documents)" in line
 
 
 def test_missing_files_are_one_line(capsys, files):
@@ -219,3 +260,13 @@ def test_a_hub_corpus_without_a_network_is_one_line(capsys, monkeypatch, files):
     line = one_line_error(capsys, ["pretrain", "--steps", "1", "--corpus", "hf:wikitext:wikitext-103-raw-v1",
                                    "--out", str(files / "o")])
     assert "Could not load the Hugging Face data set 'wikitext'" in line and "use an embedded corpus" in line
+
+
+def test_fill_mask_shows_the_whole_vocabulary_when_asked_for_more(capsys):
+    from bertedu.training.pretrain import fill_mask, load_masked_lm_or_run
+
+    model, tokenizer = load_masked_lm_or_run("course-en")
+    (predictions,) = fill_mask(model, tokenizer, "the [MASK] sat on the mat", top_k=10 ** 6)
+    assert len(predictions) == model.config.vocab_size  # every piece once (the special ones at probability 0)
+    with pytest.raises(bertedu.errors.SettingError, match="top_k must be at least 1, got 0"):
+        fill_mask(model, tokenizer, "the [MASK] sat on the mat", top_k=0)

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from ..errors import SettingError
 from .masking import mask_tokens, wordpiece_word_ids
 
 HELD_OUT_FRACTION = 0.05  # 5 of wiki-en's 102 documents
@@ -35,7 +36,9 @@ def split_documents(documents: list, fraction: float, seed: int) -> tuple[list, 
     random.Random(seed).shuffle(order)
     n_eval = max(2, round(fraction * len(documents)))  # NSP negatives need two documents
     if len(documents) - n_eval < 2:
-        raise ValueError(f"the corpus has {len(documents)} documents: too few to hold some out for evaluation")
+        raise SettingError(f"the corpus has {len(documents)} document(s): {n_eval} are held out for evaluation and "
+                           f"training needs 2 more, so give at least {n_eval + 2} (one sentence per line, a blank "
+                           "line between documents)")
     held = set(order[:n_eval])
     train_docs = [d for i, d in enumerate(documents) if i not in held]
     eval_docs = [d for i, d in enumerate(documents) if i in held]

@@ -76,9 +76,10 @@ class TrainConfig:
             raise ValueError("give a budget: steps, epochs, max_tokens or time_budget")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        for name in ("batch_size", "grad_accum_steps", "log_every"):
+        for name in ("batch_size", "grad_accum_steps", "log_every", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        self._check_budget()
         self._check_lr()
         if self.warmup_ratio is not None and not 0 <= self.warmup_ratio <= 1:
             raise ValueError(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio}")
@@ -95,6 +96,18 @@ class TrainConfig:
                 "warmup_steps needs a step budget (steps or epochs) to place the decay; "
                 "with max_tokens or time_budget give warmup_ratio instead"
             )
+
+    def _check_budget(self) -> None:
+        """Every budget given is something to train: a run of no steps would end at once and report nothing."""
+        for name in ("steps", "max_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("epochs", "time_budget"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("eval_every", "save_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or a number of steps, got {getattr(self, name)}")
 
     def _check_lr(self) -> None:
         if self.lr is None or not self.lr > 0:

@@ -46,6 +46,7 @@ from ..model.encoder import BertModel
 from ..errors import MissingFileError, SettingError, as_user_error
 from ..model.heads import BertForPreTraining, masked_lm_loss
 from .distributed import is_main_process
+from .jobs import make_out_folder
 from .loop import TrainConfig, TrainResult, train
 from ..utils import seed_everything, setting
 
@@ -309,7 +310,7 @@ def distill(cfg: DistillConfig, resume: bool = False) -> TrainResult:
     if not resume and out.is_dir() and any(out.glob("checkpoint-*")):
         raise SettingError(f"--out {out} already holds a run: pass --resume to continue it, or another --out")
     teacher, vocab = load_teacher(cfg.teacher)
-    out.mkdir(parents=True, exist_ok=True)
+    make_out_folder(out)
     copy_vocabulary(vocab, out / VOCAB_NAME)
     if is_main_process():  # under torchrun, one writer
         (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")

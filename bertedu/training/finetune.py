@@ -65,7 +65,7 @@ from ..model.constants import VOCAB_NAME
 from ..family.distillation import detach_task_teacher, learn_from_teacher
 from ..pretrained import MASKED_LMS
 from ..errors import MissingFileError, OutputFolderError, SettingError, as_user_error
-from .jobs import TrainingInterrupted, run_lock, stop_signals
+from .jobs import TrainingInterrupted, make_out_folder, run_lock, stop_signals
 from .taskio import QAIO, ClassificationIO, TaggingIO, TaskIO, predict, task_io  # noqa: F401 (re-exported)
 from ..model.tasks import (
     TAGGING_HEADS,
@@ -231,8 +231,6 @@ class FinetuneConfig(TrainConfig):
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"patience counts evaluations and must be at least 1 (or None), got {self.patience}")
-        if self.eval_every < 0:
-            raise ValueError(f"eval_every must be 0 (once per epoch) or a number of steps, got {self.eval_every}")
         if self.pooling not in (None, "pooler", "mean"):
             raise ValueError(f"pooling must be 'pooler' or 'mean', got {self.pooling!r}")
         self._check_head()
@@ -340,7 +338,7 @@ def build_model(cfg: FinetuneConfig, task, out: Path):
     The head is chosen by the task's kind and initialised from `cfg.seed`; the encoder
     comes from `cfg.init`.
     """
-    out.mkdir(parents=True, exist_ok=True)
+    make_out_folder(out)
     encoder = None
     if cfg.init == "minilm":
         from ..interop import load_minilm

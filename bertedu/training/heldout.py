@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from ..data.documents import document_sequences, make_batch, wiki_en_held_out
+from ..errors import SettingError
 from ..model.constants import IGNORE_INDEX
 
 EVAL_SEQ_LENGTH = 128  # the measure's sequence length, whatever length a run trains at
@@ -37,6 +38,8 @@ def masked_accuracy(model, tokenizer, documents=None, seed: int = 0, max_seq_len
     "correct_by_position" and "tokens_by_position": per position 0..max_seq_length-1, the
     selected tokens predicted right and the selected tokens (lists of ints).
     """
+    if max_sequences is not None and max_sequences < 1:
+        raise SettingError(f"max_sequences must be at least 1 (or None: all), got {max_sequences}")
     if documents is None:
         documents = wiki_en_held_out()
     sequences = document_sequences(documents, tokenizer, max_seq_length)[:max_sequences]

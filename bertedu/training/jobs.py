@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Iterator, Optional
 
-from ..errors import OutputFolderError
+from ..errors import OutputFolderError, SettingError
 
 LOCK_NAME = ".lock"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -41,6 +41,20 @@ except ImportError:  # pragma: no cover (Windows)
 _held: dict[str, list] = {}  # resolved folder -> [file descriptor, depth]: this process's locks
 
 
+def make_out_folder(out_dir: str | os.PathLike) -> Path:
+    """Create a run's output folder and its parents; one that cannot be made or written to is
+    the user's to change (SettingError: one line on the command line)."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SettingError(f"--out {out}: cannot create this folder ({err.strerror or err}): "
+                           "choose a folder you can write to") from None
+    if not os.access(out, os.W_OK):
+        raise SettingError(f"--out {out}: this folder is not writable: choose a folder you can write to")
+    return out
+
+
 @contextlib.contextmanager
 def run_lock(out_dir: str | os.PathLike) -> Iterator[None]:
     """Hold `out_dir/.lock` for the body; raise OutputFolderError at once if another
@@ -49,7 +63,7 @@ def run_lock(out_dir: str | os.PathLike) -> Iterator[None]:
     if fcntl is None or int(os.environ.get("RANK", "0")) != 0:
         yield
         return
-    out.mkdir(parents=True, exist_ok=True)
+    make_out_folder(out)
     key = str(out.resolve())
     if key in _held:
         _held[key][1] += 1

@@ -62,7 +62,7 @@ from ..errors import MissingFileError, OutputFolderError, SettingError, as_user_
 from ..model.fast import set_fast_path
 from ..model.heads import BertForPreTraining
 from .distributed import is_main_process
-from .jobs import run_lock
+from .jobs import make_out_folder, run_lock
 from ..pretrained import (MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_or_run_dir, masked_lm_vocab_path,
                           minilm_vocab_path)
 from ..data.tokenizer import ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
@@ -192,6 +192,10 @@ class PretrainConfig(TrainConfig):
         if self.max_seq_length > positions:  # an unknown preset failed just above, too
             raise ValueError(f"max_seq_length {self.max_seq_length} is above the {model} model's {positions} "
                              f"positions: use --max-seq-length {positions} or less")
+        least = 5 if self.packing == "pairs" else 3  # [CLS] A [SEP] B [SEP], or [CLS] block [SEP]
+        if self.max_seq_length < least:
+            raise ValueError(f"max_seq_length {self.max_seq_length} leaves no room for text in a sequence: "
+                             f"use --max-seq-length {least} or more (BERT: 128, then 512)")
 
     def _check_documents_recipe(self) -> None:
         """The options of the minilm-mlm recipe, each where it means something."""
@@ -363,8 +367,7 @@ def _check_inputs(cfg: PretrainConfig, out: Path, resume: bool) -> None:
 def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
     from ..data.corpora import load_corpus
 
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_out_folder(cfg.out)
     _check_inputs(cfg, out, resume)
     with as_user_error("--corpus", ValueError):  # an unknown name or a path that is not there
         corpus = load_corpus(cfg.corpus)
@@ -597,7 +600,10 @@ def load_masked_lm_or_run(name_or_run: str | Path, impl: str = "fast"):
 
 @torch.no_grad()
 def fill_mask(model: BertForPreTraining, tokenizer, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
-    """Top-k predictions (token, probability) for each [MASK] in `text`."""
+    """Top-k predictions (token, probability) for each [MASK] in `text` (all of them when top_k
+    is more than the vocabulary holds)."""
+    if top_k < 1:
+        raise SettingError(f"top_k must be at least 1, got {top_k}")
     enc = tokenizer.encode(text, truncation=False)
     positions_known = model.config.max_position_embeddings
     if len(enc.input_ids) > positions_known:
@@ -612,7 +618,7 @@ def fill_mask(model: BertForPreTraining, tokenizer, text: str, top_k: int = 5) -
     probs = logits.softmax(-1)
     special = torch.tensor(sorted(tokenizer.special_ids))
     probs[:, special] = 0.0  # a special token is never a word to fill in
-    top = probs.topk(top_k, dim=-1)
+    top = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
     return [
         [(tokenizer.convert_ids_to_tokens([i])[0], p) for i, p in zip(row_ids.tolist(), row_p.tolist())]
         for row_ids, row_p in zip(top.indices, top.values)
