@@ -76,6 +76,12 @@ FT = ["--steps", "1", "--no-progress"]
     (["pretrain", "--steps", "1", "--save-every", "-1"], "save_every must be 0 or a number of steps, got -1"),
     (["finetune", "--task", "ner-en", "--steps", "1", "--eval-every", "-1"], "eval_every must be 0 or a number"),
     (["pretrain", "--steps", "1", "--keep-checkpoints", "0"], "keep_checkpoints must be at least 1, got 0"),
+    # optimiser settings that were taken as given
+    (["finetune", "--task", "ner-en", "--steps", "1", "--weight-decay", "-1"], "weight_decay must be 0 or more"),
+    (["finetune", "--task", "ner-en", "--steps", "1", "--max-grad-norm", "-1"], "max_grad_norm must be positive"),
+    (["finetune", "--task", "ner-en", "--steps", "1", "--warmup-steps", "-3"], "warmup_steps must be 0 or more"),
+    (["pretrain", "--steps", "1", "--betas", "0.9", "1.5"], "AdamW needs betas in [0, 1) and a positive eps"),
+    (["pretrain", "--steps", "1", "--eps", "0"], "AdamW needs betas in [0, 1) and a positive eps"),
 ])
 def test_a_bad_value_is_one_line(capsys, args, says):
     assert says in one_line_error(capsys, args)
@@ -270,3 +276,16 @@ def test_fill_mask_shows_the_whole_vocabulary_when_asked_for_more(capsys):
     assert len(predictions) == model.config.vocab_size  # every piece once (the special ones at probability 0)
     with pytest.raises(bertedu.errors.SettingError, match="top_k must be at least 1, got 0"):
         fill_mask(model, tokenizer, "the [MASK] sat on the mat", top_k=0)
+
+
+def test_a_doc_stride_past_the_window_is_one_line(capsys, files):
+    line = one_line_error(capsys, ["finetune", "--task", "qa-cloze-en", *FT, "--max-train", "16", "--doc-stride", "500",
+                                   "--max-seq-length", "128", "--out", str(files / "qa")])
+    assert line.endswith("--doc-stride 500 must be below --max-seq-length 128: each window starts doc_stride pieces "
+                         "after the last (BERT on SQuAD: 128 at 384)")
+
+
+def test_a_probability_above_one_is_one_line(capsys, files):
+    line = one_line_error(capsys, ["pretrain", "--preset", "tiny", *FT, "--short-seq-prob", "2",
+                                   "--out", str(files / "p")])
+    assert line.endswith("short_seq_prob must be a probability in [0, 1], got 2.0.")

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..errors import SettingError
 from ..model.constants import IGNORE_INDEX
 from .masking import SELECTIONS, mask_tokens, segmented_word_ids
 from .padding import pad_rows
@@ -143,7 +144,7 @@ def create_pretraining_examples(
         raise ValueError(f"max_seq_length={max_seq_length} leaves no room: [CLS] A [SEP] B [SEP] needs at least 5.")
     for name, value in (("short_seq_prob", short_seq_prob), ("nsp_prob", nsp_prob)):
         if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{name} must be a probability in [0, 1], got {value}.")
+            raise SettingError(f"{name} must be a probability in [0, 1], got {value}.")
     rng = rng if isinstance(rng, random.Random) else random.Random(rng)
     docs, cls_id, sep_id = _prepare_documents(documents, vocab, cls_token_id, sep_token_id)
     if not docs:

@@ -81,6 +81,7 @@ class TrainConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         self._check_budget()
         self._check_lr()
+        self._check_optimizer()
         if self.warmup_ratio is not None and not 0 <= self.warmup_ratio <= 1:
             raise ValueError(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio}")
         if self.device is not None:
@@ -108,6 +109,17 @@ class TrainConfig:
         for name in ("eval_every", "save_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or a number of steps, got {getattr(self, name)}")
+
+    def _check_optimizer(self) -> None:
+        if not self.weight_decay >= 0:
+            raise ValueError(f"weight_decay must be 0 or more (BERT: 0.01), got {self.weight_decay}")
+        if self.max_grad_norm is not None and not self.max_grad_norm >= 0:
+            raise ValueError(f"max_grad_norm must be positive (or 0 / None: no clipping), got {self.max_grad_norm}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be 0 or more, got {self.warmup_steps}")
+        if not (0 <= self.betas[0] < 1 and 0 <= self.betas[1] < 1) or not self.eps > 0:
+            raise ValueError(f"AdamW needs betas in [0, 1) and a positive eps (BERT: 0.9 0.999, 1e-6), got betas "
+                             f"{tuple(self.betas)} and eps {self.eps}")
 
     def _check_lr(self) -> None:
         if self.lr is None or not self.lr > 0:

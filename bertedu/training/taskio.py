@@ -23,6 +23,7 @@ from typing import Optional, Protocol
 
 import torch
 
+from ..errors import SettingError
 from ..model.constants import IGNORE_INDEX
 from ..data.padding import pad_rows
 from ..data.qa import collate_qa, decode_qa, qa_features
@@ -281,7 +282,8 @@ def task_io(task, tokenizer, cfg: InputSettings) -> TaskIO:
     if task.kind == "tagging":
         return TaggingIO(task, tokenizer, length)
     if cfg.doc_stride >= length:
-        raise ValueError(f"doc_stride ({cfg.doc_stride}) must be below max_seq_length ({length})")
+        raise SettingError(f"--doc-stride {cfg.doc_stride} must be below --max-seq-length {length}: each window "
+                           "starts doc_stride pieces after the last (BERT on SQuAD: 128 at 384)")
     version2 = any(not e.answers for e in (*task.train, *task.dev))  # SQuAD 2.0's unanswerable questions
     return QAIO(task, tokenizer, length, cfg.doc_stride, cfg.max_query_length, cfg.max_answer_length, version2)
 
