@@ -232,6 +232,19 @@ def _warn_past_trained_length(run: str, lengths: list[int]) -> None:
         warnings.warn(message, stacklevel=2)
 
 
+def _warn_unreadable_held_out(run: str, tokenizer, most: float = 1 / 3) -> None:
+    """masked-accuracy reads wiki-en's English: say so when `run`'s vocabulary cannot read it (a
+    Chinese character vocabulary spells every word out), as `bertedu finetune` does for a task."""
+    from .data.documents import wiki_en_held_out
+    from .data.vocab import unreadable_share
+
+    share = unreadable_share((sentence for doc in wiki_en_held_out() for sentence in doc), tokenizer)
+    if share > most:
+        warnings.warn(f"{share:.0%} of the held-out English words are [UNK] or spelled letter by letter in {run}'s "
+                      f"vocabulary, so this score says little about it; measure it on the text its run held out: "
+                      f"python benchmarks/course_lengths.py {run}", stacklevel=2)
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command in ("pretrain", "distill"):
         if args.command == "pretrain":
@@ -259,6 +272,7 @@ def _run(args: argparse.Namespace) -> int:
         from .training.pretrain import load_masked_lm_or_run
 
         model, tokenizer = load_masked_lm_or_run(args.run)
+        _warn_unreadable_held_out(args.run, tokenizer)
         print(json.dumps(masked_accuracy(model, tokenizer, seed=args.seed, max_sequences=args.max_sequences)))
         return 0
     if args.command == "fill-mask":

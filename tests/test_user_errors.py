@@ -289,3 +289,13 @@ def test_a_probability_above_one_is_one_line(capsys, files):
     line = one_line_error(capsys, ["pretrain", "--preset", "tiny", *FT, "--short-seq-prob", "2",
                                    "--out", str(files / "p")])
     assert line.endswith("short_seq_prob must be a probability in [0, 1], got 2.0.")
+
+
+def test_masked_accuracy_says_when_the_vocabulary_cannot_read_english(capsys, recwarn):
+    assert main(["masked-accuracy", "course-zh", "--max-sequences", "2"]) == 0  # measured, and said why it is 0
+    (warning,) = [w for w in recwarn if "held-out English words" in str(w.message)]
+    assert "in course-zh's vocabulary, so this score says little about it; measure it on the text its run held " \
+           "out: python benchmarks/course_lengths.py course-zh" in str(warning.message)
+    recwarn.clear()
+    assert main(["masked-accuracy", "course-en", "--max-sequences", "2"]) == 0
+    assert not [w for w in recwarn if "held-out English words" in str(w.message)]
