@@ -232,17 +232,43 @@ def _warn_past_trained_length(run: str, lengths: list[int]) -> None:
         warnings.warn(message, stacklevel=2)
 
 
-def _warn_unreadable_held_out(run: str, tokenizer, most: float = 1 / 3) -> None:
-    """masked-accuracy reads wiki-en's English: say so when `run`'s vocabulary cannot read it (a
-    Chinese character vocabulary spells every word out), as `bertedu finetune` does for a task."""
-    from .data.documents import wiki_en_held_out
+def _warn_unreadable(run: str, tokenizer, texts, what: str, so: str, most: float = 1 / 3) -> None:
+    """Say so when `run`'s vocabulary cannot read `texts` (`unreadable_share`: a Chinese character
+    vocabulary spells English out, an English one makes Chinese [UNK]), as `bertedu finetune`
+    does for a task: the numbers printed next would look like results and mean nothing."""
     from .data.vocab import unreadable_share
 
-    share = unreadable_share((sentence for doc in wiki_en_held_out() for sentence in doc), tokenizer)
+    share = unreadable_share(texts, tokenizer)
     if share > most:
-        warnings.warn(f"{share:.0%} of the held-out English words are [UNK] or spelled letter by letter in {run}'s "
-                      f"vocabulary, so this score says little about it; measure it on the text its run held out: "
-                      f"python benchmarks/course_lengths.py {run}", stacklevel=2)
+        warnings.warn(f"{share:.0%} of {what} are [UNK] or spelled letter by letter in {run}'s vocabulary, so {so}",
+                      stacklevel=2)
+
+
+def _fill_mask(args: argparse.Namespace) -> int:
+    from .training.pretrain import fill_mask, load_masked_lm_or_run
+
+    model, tokenizer = load_masked_lm_or_run(args.run)
+    _warn_unreadable(args.run, tokenizer, args.text, "the text's words", "its guesses say little: pick a masked "
+                     "LM made for the text's language (English: course-en, minilm-mlm; Chinese: course-zh, course-zh-wwm)")
+    lengths = [len(tokenizer.encode(t, truncation=False).input_ids) for t in args.text]
+    # past the positions there are, fill_mask stops with an error; the warning is for those within them
+    _warn_past_trained_length(args.run, [n for n in lengths if n <= model.config.max_position_embeddings])
+    models = [("trained", model)]
+    if args.untrained:
+        import torch
+
+        from .model.heads import BertForPreTraining
+
+        torch.manual_seed(0)
+        models.append(("untrained", BertForPreTraining(model.config).eval()))
+    for text in args.text:
+        print(text)
+        for name, m in models:
+            for i, preds in enumerate(fill_mask(m, tokenizer, text, args.top_k)):
+                shown = "  ".join(f"{tok} {p:.3f}" for tok, p in preds)
+                label = f"{name} " if len(models) > 1 else ""
+                print(f"  {label}[MASK] {i + 1}: {shown}")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -271,33 +297,16 @@ def _run(args: argparse.Namespace) -> int:
         from .training.heldout import masked_accuracy
         from .training.pretrain import load_masked_lm_or_run
 
+        from .data.documents import wiki_en_held_out
+
         model, tokenizer = load_masked_lm_or_run(args.run)
-        _warn_unreadable_held_out(args.run, tokenizer)
+        _warn_unreadable(args.run, tokenizer, [s for doc in wiki_en_held_out() for s in doc], "the held-out English words",
+                         f"this score says little about it; measure it on the text its run held out: "
+                         f"python benchmarks/course_lengths.py {args.run}")
         print(json.dumps(masked_accuracy(model, tokenizer, seed=args.seed, max_sequences=args.max_sequences)))
         return 0
     if args.command == "fill-mask":
-        from .training.pretrain import fill_mask, load_masked_lm_or_run
-
-        model, tokenizer = load_masked_lm_or_run(args.run)
-        lengths = [len(tokenizer.encode(t, truncation=False).input_ids) for t in args.text]
-        # past the positions there are, fill_mask stops with an error; the warning is for those within them
-        _warn_past_trained_length(args.run, [n for n in lengths if n <= model.config.max_position_embeddings])
-        models = [("trained", model)]
-        if args.untrained:
-            import torch
-
-            from .model.heads import BertForPreTraining
-
-            torch.manual_seed(0)
-            models.append(("untrained", BertForPreTraining(model.config).eval()))
-        for text in args.text:
-            print(text)
-            for name, m in models:
-                for i, preds in enumerate(fill_mask(m, tokenizer, text, args.top_k)):
-                    shown = "  ".join(f"{tok} {p:.3f}" for tok, p in preds)
-                    label = f"{name} " if len(models) > 1 else ""
-                    print(f"  {label}[MASK] {i + 1}: {shown}")
-        return 0
+        return _fill_mask(args)
     return 2
 
 

@@ -299,3 +299,14 @@ def test_masked_accuracy_says_when_the_vocabulary_cannot_read_english(capsys, re
     recwarn.clear()
     assert main(["masked-accuracy", "course-en", "--max-sequences", "2"]) == 0
     assert not [w for w in recwarn if "held-out English words" in str(w.message)]
+
+
+def test_fill_mask_says_when_the_vocabulary_cannot_read_the_text(capsys, recwarn):
+    assert main(["fill-mask", "course-zh", "the cat sat on the [MASK] ."]) == 0
+    (warning,) = [w for w in recwarn if "of the text's words" in str(w.message)]
+    assert str(warning.message).startswith("56% of the text's words are [UNK] or spelled letter by letter in "
+                                           "course-zh's vocabulary, so its guesses say little: pick a masked LM")
+    recwarn.clear()
+    assert main(["fill-mask", "course-zh", "我们在[MASK]里。"]) == 0
+    assert main(["fill-mask", "course-en", "the cat sat on the [MASK] ."]) == 0
+    assert not [w for w in recwarn if "of the text's words" in str(w.message)]
