@@ -294,15 +294,14 @@ def _run(args: argparse.Namespace) -> int:
         print(results_table(results))
         return 0
     if args.command == "masked-accuracy":
+        from .data.documents import wiki_en_held_out
         from .training.heldout import masked_accuracy
         from .training.pretrain import load_masked_lm_or_run
 
-        from .data.documents import wiki_en_held_out
-
         model, tokenizer = load_masked_lm_or_run(args.run)
-        _warn_unreadable(args.run, tokenizer, [s for doc in wiki_en_held_out() for s in doc], "the held-out English words",
-                         f"this score says little about it; measure it on the text its run held out: "
-                         f"python benchmarks/course_lengths.py {args.run}")
+        english = [sentence for doc in wiki_en_held_out() for sentence in doc]  # what masked_accuracy reads
+        _warn_unreadable(args.run, tokenizer, english, "the held-out English words", "this score says little about "
+                         f"it; measure it on the text its run held out: python benchmarks/course_lengths.py {args.run}")
         print(json.dumps(masked_accuracy(model, tokenizer, seed=args.seed, max_sequences=args.max_sequences)))
         return 0
     if args.command == "fill-mask":
