@@ -232,24 +232,14 @@ def _warn_past_trained_length(run: str, lengths: list[int]) -> None:
         warnings.warn(message, stacklevel=2)
 
 
-def _warn_unreadable(run: str, tokenizer, texts, what: str, so: str, most: float = 1 / 3) -> None:
-    """Say so when `run`'s vocabulary cannot read `texts` (`unreadable_share`: a Chinese character
-    vocabulary spells English out, an English one makes Chinese [UNK]), as `bertedu finetune`
-    does for a task: the numbers printed next would look like results and mean nothing."""
-    from .data.vocab import unreadable_share
-
-    share = unreadable_share(texts, tokenizer)
-    if share > most:
-        warnings.warn(f"{share:.0%} of {what} are [UNK] or spelled letter by letter in {run}'s vocabulary, so {so}",
-                      stacklevel=2)
-
-
 def _fill_mask(args: argparse.Namespace) -> int:
+    from .data.vocab import warn_if_unreadable
     from .training.pretrain import fill_mask, load_masked_lm_or_run
 
     model, tokenizer = load_masked_lm_or_run(args.run)
-    _warn_unreadable(args.run, tokenizer, args.text, "the text's words", "its guesses say little: pick a masked "
-                     "LM made for the text's language (English: course-en, minilm-mlm; Chinese: course-zh, course-zh-wwm)")
+    warn_if_unreadable(args.text, tokenizer, "the text's words", f"{args.run}'s", ", so its guesses say little: pick "
+                       "a masked LM made for the text's language (English: course-en, minilm-mlm; Chinese: course-zh, "
+                       "course-zh-wwm)")
     lengths = [len(tokenizer.encode(t, truncation=False).input_ids) for t in args.text]
     # past the positions there are, fill_mask stops with an error; the warning is for those within them
     _warn_past_trained_length(args.run, [n for n in lengths if n <= model.config.max_position_embeddings])
@@ -295,13 +285,15 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "masked-accuracy":
         from .data.documents import wiki_en_held_out
+        from .data.vocab import warn_if_unreadable
         from .training.heldout import masked_accuracy
         from .training.pretrain import load_masked_lm_or_run
 
         model, tokenizer = load_masked_lm_or_run(args.run)
         english = [sentence for doc in wiki_en_held_out() for sentence in doc]  # what masked_accuracy reads
-        _warn_unreadable(args.run, tokenizer, english, "the held-out English words", "this score says little about "
-                         f"it; measure it on the text its run held out: python benchmarks/course_lengths.py {args.run}")
+        warn_if_unreadable(english, tokenizer, "the held-out English words", f"{args.run}'s", ", so this score says "
+                           "little about it; measure it on the text its run held out: "
+                           f"python benchmarks/course_lengths.py {args.run}")
         print(json.dumps(masked_accuracy(model, tokenizer, seed=args.seed, max_sequences=args.max_sequences)))
         return 0
     if args.command == "fill-mask":

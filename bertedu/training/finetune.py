@@ -696,18 +696,13 @@ def _load_task_data(cfg: FinetuneConfig):
     return task
 
 
-def _warn_unreadable_task(task, tokenizer, init: str, most: float = 1 / 3) -> None:
-    """Say so before training when the vocabulary cannot read the task: when more than `most`
-    of its training words are [UNK] or spelled letter by letter (`unreadable_share`): an
-    English task on a Chinese character vocabulary, or the other way round. Measured on the
-    embedded tasks: at most 3% where the vocabulary fits the language, 54-99% where it does
-    not (course-zh on ner-en, course-en on ner-zh), so a third sits far from both."""
-    from ..data.vocab import task_texts, unreadable_share
+def _warn_unreadable_task(task, tokenizer, init: str) -> None:
+    """Say so before training when the vocabulary cannot read the task (`warn_if_unreadable`):
+    an English task on a Chinese character vocabulary, or the other way round."""
+    from ..data.vocab import task_texts, warn_if_unreadable
 
-    share = unreadable_share(task_texts(task.train), tokenizer)
-    if share > most:
-        warnings.warn(f"{share:.0%} of {task.name}'s training words are [UNK] or spelled letter by letter in "
-                      f"--init {init}'s vocabulary: it cannot read this task; pick an --init made for its language")
+    warn_if_unreadable(task_texts(task.train), tokenizer, f"{task.name}'s training words", f"--init {init}'s",
+                       ": it cannot read this task; pick an --init made for its language")
 
 
 def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
