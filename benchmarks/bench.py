@@ -366,7 +366,9 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def run(args) -> dict:
+def settings(args) -> tuple[torch.device, list[str], list[int], list[str], dict]:
+    """Resolve the command line's defaults (they depend on the device) and check it:
+    (device, presets, sequence lengths, variants besides the baseline, fast-path options)."""
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda, but torch.cuda.is_available() is False")
@@ -384,53 +386,134 @@ def run(args) -> dict:
         if v not in VARIANTS:
             raise SystemExit(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
     fast_options = {k: True for k in args.fast_options.split(",") if k}
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else (
-        platform.processor() or platform.machine())
-    peak = args.peak_tflops * 1e12 if args.peak_tflops else (
-        peak_flops(device_name) if device.type == "cuda" else None)
-    fused = fused_adamw_supported(device)
+    return device, presets, seq_lens, variants, fast_options
+
+
+def run_meta(args, device: torch.device, device_name: str, fused: bool, fast_options: dict, peak) -> dict:
+    """What a result file says about how it was measured."""
     import transformers
 
-    result = dict(
-        meta=dict(
-            command=" ".join([Path(sys.executable).name, *sys.argv]),
-            device=device.type, device_name=device_name, torch=torch.__version__,
-            transformers=transformers.__version__, python=platform.python_version(),
-            cpu_count=os.cpu_count(), threads=torch.get_num_threads(), precision=args.precision,
-            cpu_capability=torch.backends.cpu.get_cpu_capability(),
-            cpu_bf16=cpu_has_bf16(),
-            adamw=dict(ADAMW, weight_decay=WEIGHT_DECAY, fused=fused,
-                       note="same for both models; no decay on biases and LayerNorm"),
-            dropout="on (config defaults: hidden 0.1, attention 0.1), both models",
-            steps=args.steps, warmup=args.warmup, compile=args.compile,
-            fast_options=fast_options, peak_flops=peak,
-            ragged=f"lengths uniform over integers [ceil(T*{args.ragged_min_frac}), T], seeded, right padded",
-            formulas=FORMULAS, started=time.strftime("%Y-%m-%d %H:%M:%S"),
-        ),
-        rows=[], padding=[], notebooks=[], skipped=[],
+    return dict(
+        command=" ".join([Path(sys.executable).name, *sys.argv]),
+        device=device.type, device_name=device_name, torch=torch.__version__,
+        transformers=transformers.__version__, python=platform.python_version(),
+        cpu_count=os.cpu_count(), threads=torch.get_num_threads(), precision=args.precision,
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        cpu_bf16=cpu_has_bf16(),
+        adamw=dict(ADAMW, weight_decay=WEIGHT_DECAY, fused=fused,
+                   note="same for both models; no decay on biases and LayerNorm"),
+        dropout="on (config defaults: hidden 0.1, attention 0.1), both models",
+        steps=args.steps, warmup=args.warmup, compile=args.compile,
+        fast_options=fast_options, peak_flops=peak,
+        ragged=f"lengths uniform over integers [ceil(T*{args.ragged_min_frac}), T], seeded, right padded",
+        formulas=FORMULAS, started=time.strftime("%Y-%m-%d %H:%M:%S"),
     )
-    start = time.perf_counter()
 
+
+class Bench:
+    """One run's state: the settings, the result so far (saved after each row), the time budget."""
+
+    def __init__(self, args, device: torch.device, fast_options: dict):
+        self.args, self.device, self.fast_options = args, device, fast_options
+        self.device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else (
+            platform.processor() or platform.machine())
+        self.peak = args.peak_tflops * 1e12 if args.peak_tflops else (
+            peak_flops(self.device_name) if device.type == "cuda" else None)
+        self.fused = fused_adamw_supported(device)
+        self.result = dict(meta=run_meta(args, device, self.device_name, self.fused, fast_options, self.peak),
+                           rows=[], padding=[], notebooks=[], skipped=[])
+        self.start = time.perf_counter()
+
+    @staticmethod
     def log(msg):
         print(msg, flush=True)
 
-    def save():
-        if args.json:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps(result, indent=1))
+    def save(self):
+        if self.args.json:
+            Path(self.args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.args.json).write_text(json.dumps(self.result, indent=1))
 
-    def out_of_time(what):
-        if args.time_budget_s is not None and time.perf_counter() - start > args.time_budget_s:
-            result["skipped"].append(dict(what=what, why=f"time budget {args.time_budget_s:.0f} s spent"))
-            log(f"  skipped {what}: time budget spent")
+    def out_of_time(self, what) -> bool:
+        budget = self.args.time_budget_s
+        if budget is not None and time.perf_counter() - self.start > budget:
+            self.result["skipped"].append(dict(what=what, why=f"time budget {budget:.0f} s spent"))
+            self.log(f"  skipped {what}: time budget spent")
             return True
         return False
 
-    log(f"# bench: {device.type} ({device_name}), torch {torch.__version__}, transformers "
-        f"{transformers.__version__}, {torch.get_num_threads()} threads, precision {args.precision}, "
-        f"AdamW fused={fused}, compile={args.compile}")
-    ragged_models = [m for m in args.ragged_variants.split(",") if m in variants or m == BASELINE]
+    def measure(self, what, variant, pristine, batch):
+        return guarded(measure, what, self.result, self.log, variant, pristine, batch, self.args, self.device,
+                       self.fused, self.fast_options, self.log)
 
+    def full_rows(self, pristine, config, preset: str, T: int, B: int, variants: list[str]) -> None:
+        """Every variant's training step on B full sequences of T tokens, against the baseline's."""
+        full = make_batch(config, B, T, seed=self.args.seed)
+        stats = batch_stats(full)
+        flops = training_flops(config, stats["lengths"], stats["labelled"])
+        base_row = None
+        for variant in [BASELINE, *variants]:
+            what = f"{preset} T={T} {variant}"
+            row = None if self.out_of_time(what) else self.measure(what, variant, pristine, full)
+            if row is None:
+                continue
+            row.update(preset=preset, seq_len=T, batch_size=B, precision=self.args.precision,
+                       real_tokens=stats["real_tokens"], padded_tokens=stats["padded_tokens"], flops_per_step=flops)
+            finish_row(row, self.peak)
+            if variant == BASELINE:
+                base_row = row
+            if base_row is not None:
+                row["ratio"] = row["tokens_per_s"] / base_row["tokens_per_s"]
+                row["loss_diff"] = abs(row["eval_loss"] - base_row["eval_loss"])
+                if row["loss_diff"] > 1e-3 * max(1.0, abs(base_row["eval_loss"])):
+                    self.log(f"  WARNING: {variant} eval loss {row['eval_loss']:.6f} differs from "
+                             f"transformers' {base_row['eval_loss']:.6f}")
+            self.result["rows"].append(row)
+            self.log(f"  {preset:>5} T={T:<4} B={B:<4} {variant:<12} {row['tokens_per_s']:>12,.0f} tok/s"
+                     f"  x{row.get('ratio', float('nan')):.2f}  act {row['act_bytes'] / 2**20:,.1f} MiB"
+                     + (f"  MFU {row['mfu']:.1%}" if row.get("mfu") is not None else ""))
+            self.save()
+
+    def ragged_rows(self, pristine, config, preset: str, T: int, B: int, variants: list[str]) -> None:
+        """The same on a ragged batch (right padded): how much of the padding each variant turns into speed."""
+        args = self.args
+        ragged = make_batch(config, B, T, lengths=ragged_lengths(B, T, args.ragged_min_frac, args.seed + 1),
+                            seed=args.seed)
+        stats = batch_stats(ragged)
+        flops = training_flops(config, stats["lengths"], stats["labelled"])
+        ragged_base = None
+        for variant in variants:
+            full_row = next((r for r in self.result["rows"] if r["preset"] == preset and r["seq_len"] == T
+                             and r["variant"] == variant), None)
+            what = f"{preset} T={T} {variant} ragged"
+            row = None if full_row is None or self.out_of_time(what) else self.measure(what, variant, pristine, ragged)
+            if row is None:
+                continue
+            row.update(preset=preset, seq_len=T, batch_size=B, precision=args.precision,
+                       real_tokens=stats["real_tokens"], padded_tokens=stats["padded_tokens"],
+                       padding_fraction=stats["padding_fraction"], flops_per_step=flops,
+                       full_step_s=full_row["step_s"], full_tokens_per_s=full_row["tokens_per_s"])
+            finish_row(row, self.peak)
+            saved = row["full_step_s"] - row["step_s"]  # the time the padding cost the full batch's step
+            row["padding_to_speed"] = saved / (row["full_step_s"] * row["padding_fraction"])
+            if variant == BASELINE:
+                ragged_base = row
+            if ragged_base is not None:
+                row["ratio"] = row["tokens_per_s"] / ragged_base["tokens_per_s"]
+                row["loss_diff"] = abs(row["eval_loss"] - ragged_base["eval_loss"])
+            self.result["padding"].append(row)
+            self.log(f"  {preset:>5} T={T:<4} B={B:<4} {variant:<12} ragged ({stats['padding_fraction']:.0%} "
+                     f"padding) {row['tokens_per_s']:>12,.0f} real tok/s, padding->speed "
+                     f"{row['padding_to_speed']:.2f}")
+            self.save()
+
+
+def run(args) -> dict:
+    device, presets, seq_lens, variants, fast_options = settings(args)
+    bench = Bench(args, device, fast_options)
+    bench.log(f"# bench: {device.type} ({bench.device_name}), torch {torch.__version__}, transformers "
+              f"{bench.result['meta']['transformers']}, {torch.get_num_threads()} threads, precision {args.precision}, "
+              f"AdamW fused={bench.fused}, compile={args.compile}")
+    ragged_models = [m for m in args.ragged_variants.split(",") if m in variants or m == BASELINE]
     for preset in ([] if args.skip_models else presets):
         torch.manual_seed(args.seed)
         config = BertConfig.preset(preset)
@@ -439,74 +522,17 @@ def run(args) -> dict:
             if T > config.max_position_embeddings:
                 raise SystemExit(f"seq len {T} > max_position_embeddings {config.max_position_embeddings}")
             B = args.batch_size or default_batch_size(device, preset, T)
-            full = make_batch(config, B, T, seed=args.seed)
-            stats = batch_stats(full)
-            flops = training_flops(config, stats["lengths"], stats["labelled"])
-            base_row = None
-            for variant in [BASELINE, *variants]:
-                if out_of_time(f"{preset} T={T} {variant}"):
-                    continue
-                row = guarded(measure, f"{preset} T={T} {variant}", result, log,
-                              variant, pristine, full, args, device, fused, fast_options, log)
-                if row is None:
-                    continue
-                row.update(preset=preset, seq_len=T, batch_size=B, precision=args.precision,
-                           real_tokens=stats["real_tokens"], padded_tokens=stats["padded_tokens"],
-                           flops_per_step=flops)
-                finish_row(row, peak)
-                if variant == BASELINE:
-                    base_row = row
-                if base_row is not None:
-                    row["ratio"] = row["tokens_per_s"] / base_row["tokens_per_s"]
-                    row["loss_diff"] = abs(row["eval_loss"] - base_row["eval_loss"])
-                    if row["loss_diff"] > 1e-3 * max(1.0, abs(base_row["eval_loss"])):
-                        log(f"  WARNING: {variant} eval loss {row['eval_loss']:.6f} differs from "
-                            f"transformers' {base_row['eval_loss']:.6f}")
-                result["rows"].append(row)
-                log(f"  {preset:>5} T={T:<4} B={B:<4} {variant:<12} {row['tokens_per_s']:>12,.0f} tok/s"
-                    f"  x{row.get('ratio', float('nan')):.2f}  act {row['act_bytes'] / 2**20:,.1f} MiB"
-                    + (f"  MFU {row['mfu']:.1%}" if row.get("mfu") is not None else ""))
-                save()
-            if not args.ragged:
-                continue
-            ragged = make_batch(config, B, T, lengths=ragged_lengths(B, T, args.ragged_min_frac, args.seed + 1),
-                                seed=args.seed)
-            rstats = batch_stats(ragged)
-            rflops = training_flops(config, rstats["lengths"], rstats["labelled"])
-            ragged_base = None
-            for variant in [m for m in [BASELINE, *variants] if m in ragged_models]:
-                full_row = next((r for r in result["rows"] if r["preset"] == preset and r["seq_len"] == T
-                                 and r["variant"] == variant), None)
-                if full_row is None or out_of_time(f"{preset} T={T} {variant} ragged"):
-                    continue
-                row = guarded(measure, f"{preset} T={T} {variant} ragged", result, log,
-                              variant, pristine, ragged, args, device, fused, fast_options, log)
-                if row is None:
-                    continue
-                row.update(preset=preset, seq_len=T, batch_size=B, precision=args.precision,
-                           real_tokens=rstats["real_tokens"], padded_tokens=rstats["padded_tokens"],
-                           padding_fraction=rstats["padding_fraction"], flops_per_step=rflops,
-                           full_step_s=full_row["step_s"], full_tokens_per_s=full_row["tokens_per_s"])
-                finish_row(row, peak)
-                row["padding_to_speed"] = ((row["full_step_s"] - row["step_s"])
-                                           / (row["full_step_s"] * row["padding_fraction"]))
-                if variant == BASELINE:
-                    ragged_base = row
-                if ragged_base is not None:
-                    row["ratio"] = row["tokens_per_s"] / ragged_base["tokens_per_s"]
-                    row["loss_diff"] = abs(row["eval_loss"] - ragged_base["eval_loss"])
-                result["padding"].append(row)
-                log(f"  {preset:>5} T={T:<4} B={B:<4} {variant:<12} ragged ({rstats['padding_fraction']:.0%} "
-                    f"padding) {row['tokens_per_s']:>12,.0f} real tok/s, padding->speed "
-                    f"{row['padding_to_speed']:.2f}")
-                save()
+            bench.full_rows(pristine, config, preset, T, B, variants)
+            if args.ragged:
+                bench.ragged_rows(pristine, config, preset, T, B,
+                                  [m for m in [BASELINE, *variants] if m in ragged_models])
         del pristine
     if args.notebooks:
-        result["notebooks"] = time_notebooks(args.notebooks, log)
-        save()
-    result["meta"]["wall_s"] = time.perf_counter() - start
-    save()
-    return result
+        bench.result["notebooks"] = time_notebooks(args.notebooks, bench.log)
+        bench.save()
+    bench.result["meta"]["wall_s"] = time.perf_counter() - bench.start
+    bench.save()
+    return bench.result
 
 
 def guarded(fn, what, result, log, *args):

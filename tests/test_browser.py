@@ -65,10 +65,8 @@ def _tagged_notebook(source: Path, extra_cells: tuple[str, ...] = ()) -> nbforma
     return nb
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server of our own on 127.0.0.1: (base url with token, served folder, tmp folder)."""
-    tmp = tmp_path_factory.mktemp("browser")
+def _served_folder(tmp: Path) -> Path:
+    """The notebooks the tests open: stored copies, and live ones cut down to their tagged cells."""
     served = tmp / "served"
     served.mkdir()
     for number in STORED:
@@ -81,7 +79,11 @@ def lab(tmp_path_factory):
         served / "bertviz_live.ipynb",
     )
     nbformat.write(_tagged_notebook(NOTEBOOKS / "05_pretraining_data.ipynb"), served / "explorer_live.ipynb")
+    return served
 
+
+def _lab_environment(tmp: Path) -> dict:
+    """JupyterLab's settings and folders, all under tmp; the environment that points the server at them."""
     config = tmp / "config"
     (config / "labconfig").mkdir(parents=True)
     # No news feed or extension listing: both would reach for the network.
@@ -94,7 +96,7 @@ def lab(tmp_path_factory):
     tracker = tmp / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True)
     tracker.write_text(json.dumps({"windowingMode": "none"}))
-    env = dict(
+    return dict(
         os.environ,
         JUPYTER_CONFIG_DIR=str(config),
         JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
@@ -104,6 +106,43 @@ def lab(tmp_path_factory):
         PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),  # the kernel's python
         BERTEDU_FIGURES_DIR=str(tmp / "figures"),
     )
+
+
+def _wait_until_up(server: subprocess.Popen, base: str, token: str, log_path: Path) -> None:
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"JupyterLab did not start; its log: {log_path.read_text()[-2000:]}")
+        time.sleep(0.5)
+
+
+def _shut_down(server: subprocess.Popen, base: str, token: str) -> None:
+    try:  # a clean shutdown also stops the kernels it started
+        req = urllib.request.Request(f"{base}/api/shutdown", method="POST", headers={"Authorization": f"token {token}"})
+        urllib.request.urlopen(req, timeout=5)
+        server.wait(timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        if server.poll() is None:
+            os.kill(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(server.pid, signal.SIGKILL)
+                server.wait()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server of our own on 127.0.0.1: (base url with token, served folder, tmp folder)."""
+    tmp = tmp_path_factory.mktemp("browser")
+    served = _served_folder(tmp)
+    env = _lab_environment(tmp)
     token, port = secrets.token_hex(24), _free_port()
     log = open(tmp / "jupyterlab.log", "w")
     server = subprocess.Popen(
@@ -117,32 +156,10 @@ def lab(tmp_path_factory):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"JupyterLab did not start; its log: {(tmp / 'jupyterlab.log').read_text()[-2000:]}")
-            time.sleep(0.5)
+        _wait_until_up(server, base, token, tmp / "jupyterlab.log")
         yield base, token, tmp
     finally:
-        try:  # a clean shutdown also stops the kernels it started
-            req = urllib.request.Request(f"{base}/api/shutdown", method="POST",
-                                         headers={"Authorization": f"token {token}"})
-            urllib.request.urlopen(req, timeout=5)
-            server.wait(timeout=20)
-        except (OSError, subprocess.TimeoutExpired):
-            if server.poll() is None:
-                os.kill(server.pid, signal.SIGTERM)
-                try:
-                    server.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.kill(server.pid, signal.SIGKILL)
-                    server.wait()
+        _shut_down(server, base, token)
         log.close()
 
 

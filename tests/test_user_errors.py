@@ -82,6 +82,11 @@ FT = ["--steps", "1", "--no-progress"]
     (["finetune", "--task", "ner-en", "--steps", "1", "--warmup-steps", "-3"], "warmup_steps must be 0 or more"),
     (["pretrain", "--steps", "1", "--betas", "0.9", "1.5"], "AdamW needs betas in [0, 1) and a positive eps"),
     (["pretrain", "--steps", "1", "--eps", "0"], "AdamW needs betas in [0, 1) and a positive eps"),
+    # a vocabulary size that no trainer can give (-5 was an OverflowError, bpe 3 a ValueError, both tracebacks)
+    (["pretrain", "--steps", "1", "--vocab-size", "-5"], "--vocab-size -5: give a number of pieces, at least 1"),
+    (["pretrain", "--steps", "1", "--vocab-kind", "bpe", "--no-nsp", "--packing", "full-sentences",
+      "--vocab-size", "3"], "--vocab-size 3: a byte-level BPE vocabulary holds at least the 5 special tokens and 256 "
+                            "bytes: use --vocab-size 261 or more"),
 ])
 def test_a_bad_value_is_one_line(capsys, args, says):
     assert says in one_line_error(capsys, args)
@@ -113,6 +118,24 @@ def test_a_corpus_of_too_few_documents_is_one_line(capsys, files):
                                    "--out", str(files / "o")])
     assert "the corpus has 1 document(s): 2 are held out for evaluation and training needs 2 more, so give at " \
            "least 4 (one sentence per line, a blank line between documents)" in line
+
+
+def test_a_vocabulary_size_below_the_alphabet_is_said(capsys, files, recwarn):
+    """--vocab-size 3 trained with the corpus's alphabet (every character and its ## form) in silence."""
+    text = "\n\n".join(f"Document {i} has a sentence.\nAnd another one about rivers and banks." for i in range(6))
+    (files / "six.txt").write_text(text + "\n", encoding="utf-8")
+    out = files / "v3"
+    assert main(["pretrain", "--preset", "tiny", *FT, "--corpus", str(files / "six.txt"), "--vocab-size", "3",
+                 "--max-seq-length", "32", "--batch-size", "2", "--out", str(out)]) == 0
+    n = len((out / "vocab.txt").read_text(encoding="utf-8").split())
+    (warning,) = [w for w in recwarn if "--vocab-size" in str(w.message)]
+    assert str(warning.message) == (f"--vocab-size 3 is below what the corpus's characters need: the vocabulary has "
+                                    f"{n} pieces (the special tokens and every character, no longer pieces); ask for "
+                                    f"more than {n} to learn whole words (BERT: 30,522)")
+    recwarn.clear()
+    assert main(["pretrain", "--preset", "tiny", *FT, "--corpus", str(files / "six.txt"), "--vocab-size", str(n + 20),
+                 "--max-seq-length", "32", "--batch-size", "2", "--out", str(files / "enough")]) == 0
+    assert not [w for w in recwarn if "--vocab-size" in str(w.message)]
 
 
 def test_missing_files_are_one_line(capsys, files):

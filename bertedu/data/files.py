@@ -95,6 +95,50 @@ def _language(examples: list) -> str:
     return "zh" if letters and cjk / len(letters) > 0.5 else "en"
 
 
+def _split_one_file(path: Path, seed: int, **columns) -> tuple[str, dict, bool]:
+    """One file's examples shuffled with random.Random(seed) and cut 80/10/10: (schema, splits, iob1)."""
+    schema, examples, iob1 = _read_file(path, **columns)
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    n_dev = n_test = len(examples) // 10
+    splits = {
+        "train": [examples[i] for i in order[n_dev + n_test :]],
+        "dev": [examples[i] for i in order[:n_dev]],
+        "test": [examples[i] for i in order[n_dev : n_dev + n_test]],
+    }
+    return schema, splits, iob1
+
+
+def _read_folder(path: Path, **columns) -> tuple[str, dict, bool, list[str]]:
+    """A folder's train / dev / test files, found by name: (schema, splits, iob1, names of skipped files)."""
+    candidates = sorted(p for p in path.iterdir() if _is_data_file(p))
+    files = [p for p in candidates if _SPLIT_FILE.match(p.name)] or candidates
+    skipped = [p.name for p in candidates if p not in files]
+    if skipped:  # one notice: what a download script leaves beside the splits
+        log.warning("%s: skipped %s (not train/dev/test files of the task)", path, ", ".join(skipped))
+    if not files:
+        raise DataFormatError(
+            path, None, "No data files: expected train/dev/test files (.tsv, .txt, .json, .conll, "
+            "eng.train/eng.testa/eng.testb)."
+        )
+    splits, schemas, unlabelled, iob1 = {"train": [], "dev": [], "test": []}, set(), set(), False
+    for file in files:
+        schema, examples, converted = _read_file(file, **columns)
+        role = _split_role(file)
+        if splits.get(role):
+            raise DataFormatError(path, None, f"two {role} files (the second is {file.name}); keep one.")
+        splits[role], iob1 = examples, iob1 or converted
+        (schemas if _is_labelled(schema, examples) else unlabelled).add(schema)
+    if unlabelled and len(schemas) == 1:  # GLUE's test.tsv (index, sentence) beside CoLA's train.tsv
+        kind = _SINGLE if next(iter(schemas)) in _SINGLE else _PAIR
+        if all(s in kind for s in unlabelled):
+            unlabelled = set()
+    schemas |= unlabelled
+    if len(schemas) > 1:
+        raise DataFormatError(path, None, f"the files mix formats ({sorted(schemas)}); keep one task per folder.")
+    return schemas.pop(), splits, iob1, skipped
+
+
 def load_path(path: str | os.PathLike, seed: int = 0, **columns) -> TaskData:
     """A folder or a file in a known format -> `TaskData`.
 
@@ -113,43 +157,10 @@ def load_path(path: str | os.PathLike, seed: int = 0, **columns) -> TaskData:
     """
     path = Path(path).expanduser()
     if path.is_file():
-        schema, examples, iob1 = _read_file(path, **columns)
-        order = list(range(len(examples)))
-        random.Random(seed).shuffle(order)
-        n_dev = n_test = len(examples) // 10
-        splits = {
-            "train": [examples[i] for i in order[n_dev + n_test :]],
-            "dev": [examples[i] for i in order[:n_dev]],
-            "test": [examples[i] for i in order[n_dev : n_dev + n_test]],
-        }
+        schema, splits, iob1 = _split_one_file(path, seed, **columns)
         how = f"split 80/10/10 with seed {seed}"
     elif path.is_dir():
-        candidates = sorted(p for p in path.iterdir() if _is_data_file(p))
-        files = [p for p in candidates if _SPLIT_FILE.match(p.name)] or candidates
-        skipped = [p.name for p in candidates if p not in files]
-        if skipped:  # one notice: what a download script leaves beside the splits
-            log.warning("%s: skipped %s (not train/dev/test files of the task)", path, ", ".join(skipped))
-        splits, schemas, unlabelled, iob1 = {"train": [], "dev": [], "test": []}, set(), set(), False
-        for file in files:
-            schema, examples, converted = _read_file(file, **columns)
-            role = _split_role(file)
-            if splits.get(role):
-                raise DataFormatError(path, None, f"two {role} files (the second is {file.name}); keep one.")
-            splits[role], iob1 = examples, iob1 or converted
-            (schemas if _is_labelled(schema, examples) else unlabelled).add(schema)
-        if unlabelled and len(schemas) == 1:  # GLUE's test.tsv (index, sentence) beside CoLA's train.tsv
-            kind = _SINGLE if next(iter(schemas)) in _SINGLE else _PAIR
-            if all(s in kind for s in unlabelled):
-                unlabelled = set()
-        schemas |= unlabelled
-        if not files:
-            raise DataFormatError(
-                path, None, "No data files: expected train/dev/test files (.tsv, .txt, .json, .conll, "
-                "eng.train/eng.testa/eng.testb)."
-            )
-        if len(schemas) > 1:
-            raise DataFormatError(path, None, f"the files mix formats ({sorted(schemas)}); keep one task per folder.")
-        schema = schemas.pop()
+        schema, splits, iob1, skipped = _read_folder(path, **columns)
         how = "splits from the file names" + (f"; skipped {', '.join(skipped)}" if skipped else "")
     else:
         raise MissingFileError(f"No file or folder at {path}.")

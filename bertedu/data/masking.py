@@ -72,8 +72,7 @@ def mask_tokens(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Choose MLM targets and corrupt the input: BERT's 15% and 80/10/10 rule.
 
-    Introduced in the pretraining-data notebook. A pure function: the inputs are not
-    modified.
+    Introduced in the pretraining-data notebook. A pure function: inputs stay unchanged.
 
     Args:
         input_ids: (B, T) or (T,) LongTensor of token ids.
@@ -96,8 +95,7 @@ def mask_tokens(
             (20 for 128-token sequences in the original).
         mask_replace_prob, random_replace_prob: the 80% and 10% of the rule; the rest
             (10%) of the selected tokens stay unchanged.
-        per_word_decision: with `word_ids`, make the 80/10/10 decision once per word
-            (True) or once per piece (False, as Google's release does).
+        per_word_decision: with `word_ids`, decide 80/10/10 once per word (True) or per piece (False, Google's).
 
     Returns:
         masked_input_ids: like `input_ids`, with the selected tokens replaced.
@@ -107,30 +105,39 @@ def mask_tokens(
     _check_probabilities(mlm_probability, mask_replace_prob, random_replace_prob)
     _check_selection(selection, max_predictions_per_seq)
     one_row = input_ids.dim() == 1
-    if one_row:
-        input_ids, special_tokens_mask = input_ids[None], special_tokens_mask[None]  # (1, T)
-    B, T = input_ids.shape
-    device = input_ids.device
-    eligible = ~special_tokens_mask.bool()  # (B, T) tokens that may be selected
-    if word_ids is not None:
-        word_ids = _as_word_ids(word_ids, (B, T), eligible, device)  # (B, T)
-    forbidden = _forbidden_ids(input_ids, eligible, mask_token_id, special_ids, vocab_size)  # (S,) sorted
-
-    # All random numbers are drawn up front, with fixed shapes, so that the generator
-    # advances the same way whatever gets selected.
-    draw_device = generator.device if generator is not None else device
-    u_select = torch.rand(B, T, generator=generator, device=draw_device).to(device)  # (B, T)
-    u_action = torch.rand(B, T, generator=generator, device=draw_device).to(device)  # (B, T)
-    pick = torch.randint(vocab_size - len(forbidden), (B, T), generator=generator, device=draw_device).to(device)
-
+    input_ids, eligible, word_ids, forbidden = _batched(input_ids, special_tokens_mask, word_ids, mask_token_id,
+                                                        special_ids, vocab_size)
+    u_select, u_action, pick = _draws(input_ids.shape, vocab_size - len(forbidden), generator, input_ids.device)
     selected = _select(u_select, eligible, word_ids, selection, mlm_probability, max_predictions_per_seq)  # (B, T)
     if word_ids is not None and per_word_decision:
         u_action = u_action.gather(1, word_ids.clamp(min=0))  # (B, T) one decision per word, read by its pieces
     masked, labels = _corrupt(input_ids, selected, u_action, pick, forbidden,
                               mask_token_id, mask_replace_prob, random_replace_prob)
-    if one_row:
-        return masked[0], labels[0]
-    return masked, labels
+    return (masked[0], labels[0]) if one_row else (masked, labels)
+
+
+def _batched(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, word_ids, mask_token_id: int,
+             special_ids: Iterable[int] | None, vocab_size: int):
+    """(B, T) views of one row or a batch: input_ids, the eligible tokens (bool), word_ids (or None), and the
+    sorted ids never drawn as random replacements."""
+    if input_ids.dim() == 1:
+        input_ids, special_tokens_mask = input_ids[None], special_tokens_mask[None]  # (1, T)
+    eligible = ~special_tokens_mask.bool()  # (B, T) tokens that may be selected
+    if word_ids is not None:
+        word_ids = _as_word_ids(word_ids, tuple(input_ids.shape), eligible, input_ids.device)  # (B, T)
+    forbidden = _forbidden_ids(input_ids, eligible, mask_token_id, special_ids, vocab_size)  # (S,) sorted
+    return input_ids, eligible, word_ids, forbidden
+
+
+def _draws(shape, n_choices: int, generator: torch.Generator | None, device: torch.device):
+    """Every random number of one call, drawn up front with fixed shapes, so that the generator advances
+    the same way whatever gets selected: u_select and u_action, uniform (B, T), and pick (B, T) in
+    0..n_choices-1 (an index among the allowed replacement ids)."""
+    draw_device = generator.device if generator is not None else device
+    u_select = torch.rand(*shape, generator=generator, device=draw_device)
+    u_action = torch.rand(*shape, generator=generator, device=draw_device)
+    pick = torch.randint(n_choices, tuple(shape), generator=generator, device=draw_device)
+    return u_select.to(device), u_action.to(device), pick.to(device)
 
 
 def _select(

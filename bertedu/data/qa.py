@@ -121,24 +121,27 @@ def qa_features(
     spans = [(a, min(a + window_len, len(ctx_tokens))) for a in starts]  # [a, b) in context tokens
     owner = _max_context_windows(spans, len(ctx_tokens))
     head = [tokenizer.cls_token, *query, tokenizer.sep_token]
-    features = []
-    for w, (a, b) in enumerate(spans):
-        tokens = head + ctx_tokens[a:b] + [tokenizer.sep_token]
-        offsets: list[Optional[tuple[int, int]]] = [None] * len(head) + list(ctx_offsets[a:b]) + [None]
-        max_context = [False] * len(head) + [owner[t] == w for t in range(a, b)] + [False]
-        start_position, end_position = _window_answer(answer_tokens, a, b, len(head))
-        features.append(QAFeature(
-            input_ids=tokenizer.convert_tokens_to_ids(tokens),
-            token_type_ids=[0] * len(head) + [1] * (b - a + 1),
-            attention_mask=[1] * len(tokens),
-            tokens=tokens,
-            offsets=offsets,
-            max_context=max_context,
-            window=w,
-            start_position=start_position,
-            end_position=end_position,
-        ))
-    return features
+    return [_window_feature(tokenizer, head, ctx_tokens[a:b], ctx_offsets[a:b], [owner[t] == w for t in range(a, b)],
+                            w, _window_answer(answer_tokens, a, b, len(head)))
+            for w, (a, b) in enumerate(spans)]
+
+
+def _window_feature(tokenizer, head: list[str], ctx_tokens: list[str], ctx_offsets: list, owned: list[bool],
+                    window: int, answer: tuple[Optional[int], Optional[int]]) -> QAFeature:
+    """One window, `head` ([CLS] question [SEP]) + its context tokens + [SEP]; `owned`: where the
+    window has the token's most context; `answer`: its start and end positions (or None)."""
+    tokens = head + ctx_tokens + [tokenizer.sep_token]
+    return QAFeature(
+        input_ids=tokenizer.convert_tokens_to_ids(tokens),
+        token_type_ids=[0] * len(head) + [1] * (len(ctx_tokens) + 1),
+        attention_mask=[1] * len(tokens),
+        tokens=tokens,
+        offsets=[None] * len(head) + list(ctx_offsets) + [None],
+        max_context=[False] * len(head) + owned + [False],
+        window=window,
+        start_position=answer[0],
+        end_position=answer[1],
+    )
 
 
 def _answer_tokens(context: str, ctx_offsets, answer_start: int, answer_text: str) -> tuple[int, int]:

@@ -29,7 +29,7 @@ import json
 import os
 import random
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -95,30 +95,17 @@ def write_pretraining_examples(
     Returns the store. Raises FileExistsError if `folder` exists (open it with
     `ExampleStore(folder)`, or delete it to rebuild).
     """
-    from tqdm.auto import tqdm
-
     folder = Path(folder)
     partial = _partial_folder(folder)
     rng = random.Random(seed)
-    n_examples = n_tokens = n_documents = n_shards = 0
-    has_words = None
+
+    def make_examples(tokenized):
+        return create_pretraining_examples(tokenized, max_seq_length, short_seq_prob, nsp_prob, rng,
+                                           vocab=tokenizer.vocab)
+
     texts = (d for d in documents if _has_text(d))  # empty documents make no pairs
-    with open(partial / "input_ids.bin", "wb") as ids_file, open(partial / "index.bin", "wb") as index_file, \
-            open(partial / "word_starts.bin", "wb") as words_file, \
-            tqdm(desc="documents", unit="doc", disable=not progress) as bar:
-        for shard in shards(texts, shard_documents):
-            tokenized = tokenize_documents(shard, tokenizer, n_documents)
-            examples = create_pretraining_examples(
-                tokenized, max_seq_length, short_seq_prob, nsp_prob, rng, vocab=tokenizer.vocab
-            )
-            shard_words = all(e.word_ids is not None for e in examples)
-            has_words = shard_words if has_words is None else has_words and shard_words
-            _append_examples(examples, n_tokens, index_file, ids_file, words_file if has_words else None)
-            n_tokens += sum(len(e) for e in examples)
-            n_examples += len(examples)
-            n_documents += len(shard)
-            n_shards += 1
-            bar.update(len(shard))
+    counts, has_words = _write_shards(texts, tokenizer, make_examples, partial, shard_documents, progress)
+    n_examples, n_tokens, n_documents, n_shards = counts
     if n_examples == 0:
         shutil.rmtree(partial)
         raise ValueError("No examples: the documents are empty.")
@@ -133,6 +120,30 @@ def write_pretraining_examples(
     (partial / META_NAME).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     os.replace(partial, folder)  # complete: only now does the folder exist under its name
     return ExampleStore(folder)
+
+
+def _write_shards(texts: Iterable, tokenizer, make_examples: Callable, partial: Path, shard_documents: int,
+                  progress: bool) -> tuple[tuple[int, int, int, int], bool]:
+    """Tokenize `texts` a shard at a time, make each shard's examples and append them to partial's
+    .bin files: ((examples, tokens, documents, shards), whether every example has word starts)."""
+    from tqdm.auto import tqdm
+
+    n_examples = n_tokens = n_documents = n_shards = 0
+    has_words = None
+    with open(partial / "input_ids.bin", "wb") as ids_file, open(partial / "index.bin", "wb") as index_file, \
+            open(partial / "word_starts.bin", "wb") as words_file, \
+            tqdm(desc="documents", unit="doc", disable=not progress) as bar:
+        for shard in shards(texts, shard_documents):
+            examples = make_examples(tokenize_documents(shard, tokenizer, n_documents))
+            shard_words = all(e.word_ids is not None for e in examples)
+            has_words = shard_words if has_words is None else has_words and shard_words
+            _append_examples(examples, n_tokens, index_file, ids_file, words_file if has_words else None)
+            n_tokens += sum(len(e) for e in examples)
+            n_examples += len(examples)
+            n_documents += len(shard)
+            n_shards += 1
+            bar.update(len(shard))
+    return (n_examples, n_tokens, n_documents, n_shards), bool(has_words)
 
 
 def _partial_folder(folder: Path) -> Path:

@@ -48,6 +48,7 @@ import dataclasses
 import hashlib
 import json
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -65,7 +66,7 @@ from .distributed import is_main_process
 from .jobs import make_out_folder, run_lock
 from ..pretrained import (MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_or_run_dir, masked_lm_vocab_path,
                           minilm_vocab_path)
-from ..data.tokenizer import ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
+from ..data.tokenizer import SPECIAL_TOKENS, ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
 from .loop import TrainConfig, TrainResult, train
 from ..utils import eval_mode, resolve_precision, seed_everything, setting
 from .curves import plot_metrics
@@ -173,6 +174,12 @@ class PretrainConfig(TrainConfig):
         if self.vocab_kind == "bpe" and self.vocab is not None:
             raise ValueError("vocab_kind chooses the vocabulary to train, and vocab names one already made: pass "
                              "one of them (a vocab.txt with a merges.txt beside it is read as byte-level BPE)")
+        if self.vocab_size < 1:
+            raise ValueError(f"--vocab-size {self.vocab_size}: give a number of pieces, at least 1 (BERT: 30,522)")
+        if self.vocab_kind == "bpe" and self.vocab_size < len(SPECIAL_TOKENS) + 256:
+            raise ValueError(f"--vocab-size {self.vocab_size}: a byte-level BPE vocabulary holds at least the "
+                             f"{len(SPECIAL_TOKENS)} special tokens and 256 bytes: use --vocab-size "
+                             f"{len(SPECIAL_TOKENS) + 256} or more (RoBERTa: 50,265)")
         if self.vocab_kind == "bpe" and self.whole_word:
             raise ValueError("whole_word finds words by WordPiece's ## marks; a byte-level BPE vocabulary has none. "
                              "Drop one of them (RoBERTa masks pieces, not whole words)")
@@ -242,13 +249,23 @@ def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
         copy_vocabulary(Path(cfg.init_from) / VOCAB_NAME, path)
     elif cfg.vocab:
         copy_vocabulary(Path(cfg.vocab), path)
-    elif cfg.vocab_kind == "bpe":
-        build_bpe_vocab(corpus, cfg.vocab_size, path, max_documents=cfg.max_documents)
-    elif corpus.lang == "zh":
+    elif corpus.lang == "zh" and cfg.vocab_kind != "bpe":
         build_char_vocab(corpus, path, min_count=2, max_documents=cfg.max_documents)
     else:
-        build_vocab(corpus, cfg.vocab_size, path, max_documents=cfg.max_documents)
+        build = build_bpe_vocab if cfg.vocab_kind == "bpe" else build_vocab
+        build(corpus, cfg.vocab_size, path, max_documents=cfg.max_documents)
+        _warn_if_above_size(path, cfg.vocab_size)
     return path
+
+
+def _warn_if_above_size(path: Path, vocab_size: int) -> None:
+    """One warning when the trained vocabulary came out larger than asked: a trainer keeps the special
+    tokens and every character of the corpus (byte-level BPE: all 256 bytes) whatever the size."""
+    n = sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line)
+    if n > vocab_size:
+        warnings.warn(f"--vocab-size {vocab_size} is below what the corpus's characters need: the vocabulary has "
+                      f"{n} pieces (the special tokens and every character, no longer pieces); ask for more than "
+                      f"{n} to learn whole words (BERT: 30,522)", stacklevel=2)
 
 
 def _wait_for(path: Path, timeout_s: float = 6 * 3600) -> None:
