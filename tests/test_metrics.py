@@ -8,6 +8,9 @@ import torch
 from bertedu.training.metrics import (
     accuracy,
     bio_entities,
+    bootstrap_se,
+    entity_counts,
+    entity_micro_prf,
     entity_prf,
     exact_match,
     f1_score,
@@ -143,6 +146,28 @@ def test_entity_prf_matches_seqeval(tag_sample):
 def test_bio_entities_hand_written(tags, expected):
     assert bio_entities(tags) == expected
     assert bio_entities(tags) == set(get_entities(tags))
+
+
+def test_entity_counts_resampled_give_entity_prf_of_the_resample_exactly(tag_sample):
+    gold, pred = tag_sample
+    counts = entity_counts(gold, pred)
+    assert [c[:2] for c in counts[:3]] == [(len(bio_entities(g)), len(bio_entities(p))) for g, p in zip(gold, pred)][:3]
+    rng = random.Random(0)
+    for _ in range(20):  # resamples with repeats, as a bootstrap draws them
+        idx = [rng.randrange(len(gold)) for _ in range(len(gold))]
+        full = entity_prf([gold[i] for i in idx], [pred[i] for i in idx])
+        assert entity_micro_prf(counts[i] for i in idx) == {k: full[k] for k in ("precision", "recall", "f1")}
+    assert entity_micro_prf([]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    with pytest.raises(ValueError, match="they must align"):
+        entity_counts([["B-PER", "O"]], [["B-PER"]])
+
+
+def test_a_bootstrap_over_counts_is_the_bootstrap_over_tags(tag_sample):
+    gold, pred = tag_sample[0][:60], tag_sample[1][:60]
+    counts = entity_counts(gold, pred)
+    slow = bootstrap_se(lambda idx: entity_prf([gold[i] for i in idx], [pred[i] for i in idx])["f1"], 60, samples=50)
+    fast = bootstrap_se(lambda idx: entity_micro_prf(counts[i] for i in idx)["f1"], 60, samples=50)
+    assert slow == fast > 0
 
 
 def test_entity_prf_hand_written():

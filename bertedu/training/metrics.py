@@ -6,7 +6,8 @@
   `entity_prf`), as `seqeval` computes them in its default (conlleval) mode: an entity
   counts only when its type, its first token and its last token all match; and what goes
   wrong (`stray_inside_tags`, `tagging_errors`): invalid BIO, and wrong entities sorted
-  into type, boundary and spurious errors.
+  into type, boundary and spurious errors; `entity_counts` / `entity_micro_prf` for a quick
+  bootstrap over sentences.
 - Extractive QA: SQuAD exact match and token-overlap F1 after the official answer
   normalisation (`normalize_answer`, `exact_match`, `squad_f1`, `squad_metrics`).
 - Noise: `bootstrap_se`, the standard error of any score over a test set, for telling a
@@ -200,6 +201,31 @@ def entity_prf(true_seqs, pred_seqs) -> dict:
         per_type[kind] = scores(pick(gold), pick(pred), pick(correct))
     total = scores(gold, pred, correct)
     return {"precision": total["precision"], "recall": total["recall"], "f1": total["f1"], "per_type": per_type}
+
+
+def entity_counts(true_seqs, pred_seqs) -> list[tuple[int, int, int]]:
+    """Per sequence, (gold entities, predicted entities, correct ones): the counts that
+    `entity_prf` adds up. A bootstrap over sentences resamples these instead of re-reading
+    the tags: `entity_micro_prf` of a resample's counts is `entity_prf` of its tags, exactly."""
+    true_seqs, pred_seqs = _as_sequences(true_seqs), _as_sequences(pred_seqs)
+    if len(true_seqs) != len(pred_seqs):
+        raise ValueError(f"{len(true_seqs)} gold sequences but {len(pred_seqs)} predicted ones")
+    counts = []
+    for n, (t, p) in enumerate(zip(true_seqs, pred_seqs)):
+        if len(t) != len(p):
+            raise ValueError(f"sequence {n}: {len(t)} gold tags but {len(p)} predicted tags; they must align")
+        gold, pred = bio_entities(t), bio_entities(p)
+        counts.append((len(gold), len(pred), len(gold & pred)))
+    return counts
+
+
+def entity_micro_prf(counts: Iterable[tuple[int, int, int]]) -> dict:
+    """{"precision", "recall", "f1"} from `entity_counts` (of some sequences, repeats allowed)."""
+    gold = pred = correct = 0
+    for g, p, c in counts:
+        gold, pred, correct = gold + g, pred + p, correct + c
+    precision, recall = _ratio(correct, pred), _ratio(correct, gold)
+    return {"precision": precision, "recall": recall, "f1": _f1(precision, recall)}
 
 
 def stray_inside_tags(tags: Sequence[str]) -> int:
