@@ -34,7 +34,15 @@ from finetune_runs import (INITS, RECIPES, machine, masked_accuracy_of, mean_sd,
                            shown_command, study_parser, task_score)
 
 RATES = {"topic-en": "5e-4", "ner-zh": "1e-3"}  # the best peak rate of each task's finetune_forgetting sweep
-LAYERS = {"topic-en": 6, "ner-zh": 2}  # encoder layers of minilm-mlm and course-zh
+
+
+def encoder_layers(task: str) -> int:
+    """The encoder layers of the shipped masked LM the task fine-tunes (minilm-mlm: 6, course-zh: 2)."""
+    from bertedu.pretrained import masked_lm_dir
+
+    return json.loads((masked_lm_dir(INITS[task]) / "config.json").read_text(encoding="utf-8"))["num_hidden_layers"]
+
+
 RATE_VARIANTS = {  # name -> flags (a function of the layer count)
     "plain": lambda layers: [],
     "no warm-up": lambda layers: ["--warmup-ratio", "0"],
@@ -70,7 +78,7 @@ def rate_study(task: str, args) -> dict:
     for name, flags in RATE_VARIANTS.items():
         if name not in args.variants and name != "plain":
             continue
-        extra = flags(LAYERS[task])
+        extra = flags(encoder_layers(task))
         row = rows[name] = {"flags": " ".join(extra), "task": [], "masked_accuracy": []}
         for seed in args.seeds.split(","):
             out = Path(args.out) / (f"lr{lr}-seed{seed}" if not extra else f"lr{lr}-{slug(name)}-seed{seed}")
