@@ -234,13 +234,18 @@ def _warn_past_trained_length(run: str, lengths: list[int]) -> None:
 
 def _fill_mask(args: argparse.Namespace) -> int:
     from .data.vocab import warn_if_unreadable
+    from .errors import SettingError
     from .training.pretrain import fill_mask, load_masked_lm_or_run
 
     model, tokenizer = load_masked_lm_or_run(args.run)
     warn_if_unreadable(args.text, tokenizer, "the text's words", f"{args.run}'s", ", so its guesses say little: pick "
                        "a masked LM made for the text's language (English: course-en, minilm-mlm; Chinese: course-zh, "
                        "course-zh-wwm)")
-    lengths = [len(tokenizer.encode(t, truncation=False).input_ids) for t in args.text]
+    encoded = [tokenizer.encode(t, truncation=False).input_ids for t in args.text]
+    for text, ids in zip(args.text, encoded):  # every text checked before any prints
+        if tokenizer.mask_token_id not in ids:
+            raise SettingError(f"no [MASK] in {text!r}: write [MASK] where the model should fill in a word")
+    lengths = [len(ids) for ids in encoded]
     # past the positions there are, fill_mask stops with an error; the warning is for those within them
     _warn_past_trained_length(args.run, [n for n in lengths if n <= model.config.max_position_embeddings])
     models = [("trained", model)]

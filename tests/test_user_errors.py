@@ -82,6 +82,11 @@ FT = ["--steps", "1", "--no-progress"]
     (["finetune", "--task", "ner-en", "--steps", "1", "--warmup-steps", "-3"], "warmup_steps must be 0 or more"),
     (["pretrain", "--steps", "1", "--betas", "0.9", "1.5"], "AdamW needs betas in [0, 1) and a positive eps"),
     (["pretrain", "--steps", "1", "--eps", "0"], "AdamW needs betas in [0, 1) and a positive eps"),
+    # subsample sizes below one (-5 was a ValueError from random.sample, max-documents 0 "the corpus is empty")
+    (["finetune", "--task", "ner-en", "--steps", "1", "--max-train", "-5"], "max_train must be at least 1, got -5"),
+    (["finetune", "--task", "ner-en", "--steps", "1", "--max-eval", "0"], "max_eval must be at least 1, got 0"),
+    (["pretrain", "--steps", "1", "--max-documents", "0"], "max_documents must be at least 1, got 0"),
+    (["pretrain", "--steps", "1", "--max-eval-examples", "0"], "max_eval_examples must be at least 1, got 0"),
     # a vocabulary size that no trainer can give (-5 was an OverflowError, bpe 3 a ValueError, both tracebacks)
     (["pretrain", "--steps", "1", "--vocab-size", "-5"], "--vocab-size -5: give a number of pieces, at least 1"),
     (["pretrain", "--steps", "1", "--vocab-kind", "bpe", "--no-nsp", "--packing", "full-sentences",
@@ -118,6 +123,14 @@ def test_a_corpus_of_too_few_documents_is_one_line(capsys, files):
                                    "--out", str(files / "o")])
     assert "the corpus has 1 document(s): 2 are held out for evaluation and training needs 2 more, so give at " \
            "least 4 (one sentence per line, a blank line between documents)" in line
+
+
+def test_fill_mask_checks_every_text_for_a_mask_before_it_prints(capsys):
+    assert main(["fill-mask", "course-en", "the [MASK] sat on the mat .", "no mask here"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # nothing half done on stdout: the first text was not filled either
+    assert err == ("bertedu fill-mask: error: no [MASK] in 'no mask here': write [MASK] where the model should fill "
+                   "in a word\n")
 
 
 def test_a_vocabulary_size_below_the_alphabet_is_said(capsys, files, recwarn):

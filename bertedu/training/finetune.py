@@ -226,8 +226,8 @@ class FinetuneConfig(TrainConfig):
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         if self.max_seq_length is not None and not 8 <= self.max_seq_length <= 512:
             raise ValueError(f"max_seq_length must be in 8..512 (BERT has 512 positions), got {self.max_seq_length}")
-        for name in ("doc_stride", "max_query_length", "max_answer_length"):
-            if getattr(self, name) < 1:
+        for name in ("doc_stride", "max_query_length", "max_answer_length", "max_train", "max_eval"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"patience counts evaluations and must be at least 1 (or None), got {self.patience}")

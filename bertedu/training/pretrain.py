@@ -174,6 +174,9 @@ class PretrainConfig(TrainConfig):
         if self.vocab_kind == "bpe" and self.vocab is not None:
             raise ValueError("vocab_kind chooses the vocabulary to train, and vocab names one already made: pass "
                              "one of them (a vocab.txt with a merges.txt beside it is read as byte-level BPE)")
+        for name in ("max_documents", "max_eval_examples"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.vocab_size < 1:
             raise ValueError(f"--vocab-size {self.vocab_size}: give a number of pieces, at least 1 (BERT: 30,522)")
         if self.vocab_kind == "bpe" and self.vocab_size < len(SPECIAL_TOKENS) + 256:
