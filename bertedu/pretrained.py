@@ -80,7 +80,8 @@ def masked_lm_dir(name: str) -> Path:
     return folder
 
 
-def _checked(path: Path, expected: str) -> Path:
+def checked_file(path: Path, expected: str) -> Path:
+    """`path`, once its sha256 is the `expected` one of its manifest (else WeightsIntegrityError)."""
     from .data.corpora import file_sha256
 
     actual = file_sha256(path)
@@ -103,7 +104,7 @@ def _source_file(folder: Path, entry) -> Path:
 
 def _vocab_path(folder: Path, manifest: dict) -> Path:
     vocab = manifest["vocab"]
-    return folder / vocab if isinstance(vocab, str) else _checked(_source_file(folder, vocab), vocab["sha256"])
+    return folder / vocab if isinstance(vocab, str) else checked_file(_source_file(folder, vocab), vocab["sha256"])
 
 
 def masked_lm_vocab_path(name: str) -> Path:
@@ -161,11 +162,11 @@ def load_masked_lm_folder(folder: str | Path, impl: str = "fast"):
     folder = Path(folder)
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     for name, sha in manifest["files"].items():
-        _checked(folder / name, sha)
+        checked_file(folder / name, sha)
     state = {k: v.float() for k, v in load_file(str(folder / "model.safetensors")).items()}
     frozen = manifest.get("frozen_from")
     if frozen:  # tensors left untouched by training are read from the package they came from
-        source = _checked(_source_file(folder, frozen), frozen["sha256"])
+        source = checked_file(_source_file(folder, frozen), frozen["sha256"])
         with safe_open(str(source), "pt") as f:
             for ours, theirs in frozen["tensors"].items():
                 state[ours] = f.get_tensor(theirs).float()

@@ -274,6 +274,25 @@ def test_finetune_forgetting_and_crf_gap_scripts_run_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+def test_elmo_weights_script_writes_a_folder_load_elmo_reads(tmp_path):
+    """benchmarks/elmo_weights.py (notebook 17's shipped ELMo-style model) cut to 2 steps: the folder loads with
+    the notebook's vocabulary and that recipe, and its run.json names the command and the machine."""
+    from bertedu.course import lm_study
+
+    out = tmp_path / "elmo-study"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "elmo_weights.py"), "--out", str(out), "--steps", "2"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    study = lm_study.study_tokenizer(lm_study.study_text()[0], tmp_path / "vocab.txt")
+    model, run = lm_study.load_elmo(study, lm_study.study_recipe(steps=2, seed=0), out)
+    assert run.step == 2 and run.tokens_seen == 2 * 32 * 32
+    shipped = json.loads((out / "run.json").read_text())
+    assert shipped["command"] == f"python benchmarks/elmo_weights.py --out {out} --steps 2"
+    assert "torch" in shipped["machine"] and shipped["machine"].endswith("2 threads")
+    assert f"{out}: ELMo-style model, 2 steps" in proc.stdout
+
+
+@pytest.mark.slow
 def test_elmo_study_script_runs_end_to_end(tmp_path):
     """benchmarks/elmo_study.py (notebook 17's three models over seeds) cut to 2 steps and two seeds: the
     record holds every field notebook 17 reads, the same tokens for all three models, and the tables print."""

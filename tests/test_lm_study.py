@@ -158,3 +158,43 @@ def test_paired_se_and_the_baseline_word(tokenizer):
     assert lm_study.paired_se(a, b) == pytest.approx(float(d.std(unbiased=False)) / math.sqrt(64), rel=0.1)
     train_ids = lm_study.windows(tokenizer, DOCS * 3, length=8)
     assert lm_study.most_frequent_word(tokenizer, train_ids) == "the"
+
+
+def test_a_saved_elmo_loads_as_it_was_trained_and_refuses_another_recipe_or_vocabulary(tokenizer, tmp_path):
+    ids = lm_study.windows(tokenizer, DOCS * 3, length=8)
+    recipe = lm_study.study_recipe(steps=2, seed=0, batch_size=4)
+    model, run = lm_study.train_lm("elmo", tokenizer, ids, recipe)
+    folder = lm_study.save_elmo(model, run, recipe, tokenizer, tmp_path / "elmo", "a test", "this machine")
+    loaded, loaded_run = lm_study.load_elmo(tokenizer, recipe, folder)
+    assert not loaded.training
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert (loaded_run.step, loaded_run.tokens_seen, loaded_run.loss) == (run.step, run.tokens_seen, run.loss)
+    assert [r["loss"] for r in loaded_run.records] == [r["loss"] for r in run.records]
+    with pytest.raises(ValueError, match=r"another recipe: \(shipped, asked\) \{'steps': \(2, 3\)\}"):
+        lm_study.load_elmo(tokenizer, lm_study.study_recipe(steps=3, seed=0, batch_size=4), folder)
+    other = lm_study.study_tokenizer(DOCS, tmp_path / "other.txt", size=len(tokenizer) - 1)
+    with pytest.raises(ValueError, match="another vocabulary"):
+        lm_study.load_elmo(other, recipe, folder)
+
+
+def test_a_changed_shipped_file_is_refused(tokenizer, tmp_path):
+    import shutil
+
+    from bertedu.pretrained import WeightsIntegrityError
+
+    folder = shutil.copytree(lm_study.ELMO_WEIGHTS, tmp_path / "elmo-study")
+    run_json = folder / "run.json"
+    run_json.write_text(run_json.read_text(encoding="utf-8").replace('"steps": 400', '"steps": 401', 1), encoding="utf-8")
+    with pytest.raises(WeightsIntegrityError, match="run.json has sha256"):
+        lm_study.load_elmo(tokenizer, lm_study.study_recipe(), folder)
+
+
+def test_the_shipped_elmo_is_notebook_17s_recipe_on_its_vocabulary(tmp_path):
+    train_docs, _ = lm_study.study_text()
+    study = lm_study.study_tokenizer(train_docs, tmp_path / "vocab.txt")
+    bert = lm_study.new_model("bert", len(study))
+    elmo, run = lm_study.load_elmo(study, lm_study.study_recipe(steps=400, seed=0))  # checks recipe and vocabulary
+    assert elmo.num_parameters() - bert.num_parameters() == len(study)  # the same size as BERT tiny, plus V
+    assert run.step == len(run.records) == 400 and run.tokens_seen == 400 * 32 * lm_study.T
+    assert run.records[-1]["loss"] < run.records[0]["loss"] - 1  # it trained

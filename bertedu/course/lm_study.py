@@ -7,6 +7,8 @@ Notebook 17 and `benchmarks/elmo_study.py` (the same recipe over several seeds) 
     windows()             each article's pieces cut into [CLS] + 30 pieces + [SEP]: (n, T) with T = 32
     train_lm()            one of "bert" (masked LM), "gpt" (next token), "elmo" (two one-direction LMs), tiny
                           preset, no dropout, through `bertedu.training.loop.train` with `study_recipe()`
+    save_elmo / load_elmo the ELMo-style model notebook 17 reads, trained by this recipe and shipped
+                          (`benchmarks/elmo_weights.py`): the notebook trains BERT and GPT itself
     cloze_sentences()     held-out sentences of 8-24 words whose middle word is one piece
     fill_masked / fill_left_only / fill_two_sided
                           the top piece for the hidden word: BERT reads both sides jointly at a [MASK], GPT the
@@ -21,7 +23,9 @@ May import what it trains and reads: `model`, `family`, `data`, `pretrained`, `t
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Sequence
@@ -30,17 +34,18 @@ import torch
 import torch.nn.functional as F
 
 from ..data import mask_tokens
-from ..data.corpora import load_corpus
+from ..data.corpora import file_sha256, load_corpus
 from ..data.tokenizer import SPECIAL_TOKENS, load_vocab_tokenizer, write_vocab
 from ..family.elmo import ELMoConfig, ELMoStyleLM
 from ..family.gpt import CausalLM, GPTConfig
 from ..model.config import BertConfig
 from ..model.heads import BertForMaskedLM
-from ..pretrained import minilm_vocab_path
+from ..pretrained import WEIGHTS_DIR, checked_file, minilm_vocab_path
 from ..training.config import TrainConfig, TrainResult
 from ..training.loop import train
 
 KINDS = ("bert", "gpt", "elmo")
+ELMO_WEIGHTS = WEIGHTS_DIR / "elmo-study"  # notebook 17's ELMo-style model, made by benchmarks/elmo_weights.py
 T = 32  # window length: [CLS] + 30 pieces + [SEP]
 
 
@@ -117,6 +122,58 @@ def train_lm(kind: str, tokenizer, train_ids: torch.Tensor, recipe: TrainConfig)
     model = new_model(kind, len(tokenizer), recipe.seed)
     run = train(model, list(train_ids), collate_for(kind, tokenizer), recipe)
     return model.eval(), run
+
+
+RECIPE_KEYS = ("steps", "batch_size", "lr", "warmup_ratio", "weight_decay", "max_grad_norm", "betas", "eps", "seed")
+
+
+def _recipe_of(recipe: TrainConfig) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in ((k, getattr(recipe, k)) for k in RECIPE_KEYS)}
+
+
+def save_elmo(model: ELMoStyleLM, run: TrainResult, recipe: TrainConfig, tokenizer, folder: str | Path, command: str,
+              machine: str) -> Path:
+    """Ship a trained ELMo-style model: model.safetensors, config.json, vocab.txt, run.json (the command, the
+    machine, the recipe, the run's step, tokens and metrics records) and manifest.json (each file's sha256)."""
+    from safetensors.torch import save_model
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_model(model, str(folder / "model.safetensors"))  # the tied embedding / output matrix stored once
+    (folder / "config.json").write_text(json.dumps(dataclasses.asdict(model.config), indent=1) + "\n", encoding="utf-8")
+    write_vocab(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))), folder / "vocab.txt")
+    (folder / "run.json").write_text(json.dumps({
+        "command": command, "machine": machine, "recipe": _recipe_of(recipe), "steps": run.step, "tokens_seen": run.tokens_seen, "loss": run.loss,
+        "elapsed_s": round(run.elapsed_s, 1),
+        "records": [{k: r[k] for k in ("step", "loss", "lr", "grad_norm", "tokens") if k in r} for r in run.records],
+    }, indent=1) + "\n", encoding="utf-8")
+    files = {name: file_sha256(folder / name) for name in ("model.safetensors", "config.json", "vocab.txt", "run.json")}
+    (folder / "manifest.json").write_text(json.dumps({"kind": "ELMoStyleLM", "files": files}, indent=1) + "\n",
+                                          encoding="utf-8")
+    return folder
+
+
+def load_elmo(tokenizer, recipe: TrainConfig, folder: str | Path = ELMO_WEIGHTS) -> tuple[ELMoStyleLM, TrainResult]:
+    """The shipped ELMo-style model of notebook 17 (`save_elmo`'s folder), sha256-checked, in eval mode,
+    and its run (steps, tokens read, the metrics records). It must have been trained on `tokenizer`'s
+    vocabulary (`study_tokenizer`) with `recipe` (`study_recipe`): a ValueError says which differs."""
+    from safetensors.torch import load_model
+
+    folder = Path(folder)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    paths = {name: checked_file(folder / name, sha256) for name, sha256 in manifest["files"].items()}
+    shipped_vocab = paths["vocab.txt"].read_text(encoding="utf-8").splitlines()
+    if shipped_vocab != tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))):
+        raise ValueError(f"{folder} was trained on another vocabulary than this tokenizer's: build it with "
+                         "lm_study.study_tokenizer(lm_study.study_text()[0], ...)")
+    run = json.loads(paths["run.json"].read_text(encoding="utf-8"))
+    if run["recipe"] != _recipe_of(recipe):
+        differ = {k: (run["recipe"][k], v) for k, v in _recipe_of(recipe).items() if run["recipe"].get(k) != v}
+        raise ValueError(f"{folder} was trained with another recipe: (shipped, asked) {differ}")
+    model = ELMoStyleLM(ELMoConfig(**json.loads(paths["config.json"].read_text(encoding="utf-8"))))
+    load_model(model, str(paths["model.safetensors"]))
+    return model.eval(), TrainResult(step=run["steps"], loss=run["loss"], tokens_seen=run["tokens_seen"],
+                                     elapsed_s=run["elapsed_s"], checkpoint=str(folder), records=run["records"])
 
 
 def words_of(tokenizer, sentence: str) -> list[str]:
