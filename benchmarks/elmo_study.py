@@ -93,10 +93,8 @@ def main() -> None:
     from bertedu.course import lm_study
 
     torch.set_num_threads(args.threads)
-    train_docs, held_out_docs = lm_study.study_text()
     with tempfile.TemporaryDirectory() as workdir:
-        tokenizer = lm_study.study_tokenizer(train_docs, Path(workdir) / "vocab.txt")
-        train_ids = lm_study.windows(tokenizer, train_docs)
+        tokenizer, train_ids, held_out_docs = lm_study.study_data(Path(workdir) / "vocab.txt")
         data = {"tokenizer": tokenizer, "train_ids": train_ids, "cloze": lm_study.cloze_sentences(tokenizer, held_out_docs),
                 "always": lm_study.most_frequent_word(tokenizer, train_ids)}
         by_seed = {}

@@ -34,10 +34,8 @@ def main(argv=None) -> Path:
     from finetune_runs import machine
 
     torch.set_num_threads(args.threads)
-    train_docs, _ = lm_study.study_text()
     with tempfile.TemporaryDirectory() as workdir:
-        tokenizer = lm_study.study_tokenizer(train_docs, Path(workdir) / "vocab.txt")
-        train_ids = lm_study.windows(tokenizer, train_docs)
+        tokenizer, train_ids, _ = lm_study.study_data(Path(workdir) / "vocab.txt")
         recipe = lm_study.study_recipe(steps=args.steps, seed=args.seed)
         model, run = lm_study.train_lm("elmo", tokenizer, train_ids, recipe)
         command = " ".join(["python benchmarks/elmo_weights.py", *(argv if argv is not None else sys.argv[1:])])

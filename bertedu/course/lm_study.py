@@ -79,6 +79,14 @@ def windows(tokenizer, docs: list, length: int = T) -> torch.Tensor:
     return torch.tensor(rows)
 
 
+def study_data(vocab_path: str | Path) -> tuple:
+    """All of the above at once, as `benchmarks/elmo_study.py` and `elmo_weights.py` need it:
+    (tokenizer written to vocab_path, the training windows (n, T), the held-out articles)."""
+    train_docs, held_out_docs = study_text()
+    tokenizer = study_tokenizer(train_docs, vocab_path)
+    return tokenizer, windows(tokenizer, train_docs), held_out_docs
+
+
 def study_recipe(steps: int = 400, seed: int = 0, **overrides) -> TrainConfig:
     """Notebook 17's recipe: 32 windows a step, peak lr 2e-3 with 6% warm-up, on the CPU, quiet."""
     settings = dict(lr=2e-3, warmup_ratio=0.06, steps=steps, batch_size=32, seed=seed, log_every=1,
