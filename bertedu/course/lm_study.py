@@ -151,8 +151,8 @@ def save_elmo(model: ELMoStyleLM, run: TrainResult, recipe: TrainConfig, tokeniz
     (folder / "config.json").write_text(json.dumps(dataclasses.asdict(model.config), indent=1) + "\n", encoding="utf-8")
     write_vocab(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))), folder / "vocab.txt")
     (folder / "run.json").write_text(json.dumps({
-        "command": command, "machine": machine, "recipe": _recipe_of(recipe), "steps": run.step, "tokens_seen": run.tokens_seen, "loss": run.loss,
-        "elapsed_s": round(run.elapsed_s, 1),
+        "command": command, "machine": machine, "recipe": _recipe_of(recipe),
+        "steps": run.step, "tokens_seen": run.tokens_seen, "loss": run.loss, "elapsed_s": round(run.elapsed_s, 1),
         "records": [{k: r[k] for k in ("step", "loss", "lr", "grad_norm", "tokens") if k in r} for r in run.records],
     }, indent=1) + "\n", encoding="utf-8")
     files = {name: file_sha256(folder / name) for name in ("model.safetensors", "config.json", "vocab.txt", "run.json")}
@@ -176,7 +176,7 @@ def load_elmo(tokenizer, recipe: TrainConfig, folder: str | Path = ELMO_WEIGHTS)
                          "lm_study.study_tokenizer(lm_study.study_text()[0], ...)")
     run = json.loads(paths["run.json"].read_text(encoding="utf-8"))
     if run["recipe"] != _recipe_of(recipe):
-        differ = {k: (run["recipe"][k], v) for k, v in _recipe_of(recipe).items() if run["recipe"].get(k) != v}
+        differ = {k: (run["recipe"].get(k), v) for k, v in _recipe_of(recipe).items() if run["recipe"].get(k) != v}
         raise ValueError(f"{folder} was trained with another recipe: (shipped, asked) {differ}")
     model = ELMoStyleLM(ELMoConfig(**json.loads(paths["config.json"].read_text(encoding="utf-8"))))
     load_model(model, str(paths["model.safetensors"]))
