@@ -234,18 +234,13 @@ def _warn_past_trained_length(run: str, lengths: list[int]) -> None:
 
 def _fill_mask(args: argparse.Namespace) -> int:
     from .data.vocab import warn_if_unreadable
-    from .errors import SettingError
     from .training.pretrain import fill_mask, load_masked_lm_or_run
 
     model, tokenizer = load_masked_lm_or_run(args.run)
     warn_if_unreadable(args.text, tokenizer, "the text's words", f"{args.run}'s", ", so its guesses say little: pick "
                        "a masked LM made for the text's language (English: course-en, minilm-mlm; Chinese: course-zh, "
                        "course-zh-wwm)")
-    encoded = [tokenizer.encode(t, truncation=False).input_ids for t in args.text]
-    for text, ids in zip(args.text, encoded):  # every text checked before any prints
-        if tokenizer.mask_token_id not in ids:
-            raise SettingError(f"no [MASK] in {text!r}: write [MASK] where the model should fill in a word")
-    lengths = [len(ids) for ids in encoded]
+    lengths = [len(tokenizer.encode(t, truncation=False).input_ids) for t in args.text]
     # past the positions there are, fill_mask stops with an error; the warning is for those within them
     _warn_past_trained_length(args.run, [n for n in lengths if n <= model.config.max_position_embeddings])
     models = [("trained", model)]
@@ -256,10 +251,12 @@ def _fill_mask(args: argparse.Namespace) -> int:
 
         torch.manual_seed(0)
         models.append(("untrained", BertForPreTraining(model.config).eval()))
-    for text in args.text:
+    # every text filled before any prints: a text without [MASK] stops the command with nothing half shown
+    filled = [[(name, fill_mask(m, tokenizer, text, args.top_k)) for name, m in models] for text in args.text]
+    for text, by_model in zip(args.text, filled):
         print(text)
-        for name, m in models:
-            for i, preds in enumerate(fill_mask(m, tokenizer, text, args.top_k)):
+        for name, per_mask in by_model:
+            for i, preds in enumerate(per_mask):
                 shown = "  ".join(f"{tok} {p:.3f}" for tok, p in preds)
                 label = f"{name} " if len(models) > 1 else ""
                 print(f"  {label}[MASK] {i + 1}: {shown}")
@@ -295,11 +292,11 @@ def _run(args: argparse.Namespace) -> int:
         from .training.pretrain import load_masked_lm_or_run
 
         model, tokenizer = load_masked_lm_or_run(args.run)
-        english = [sentence for doc in wiki_en_held_out() for sentence in doc]  # what masked_accuracy reads
-        warn_if_unreadable(english, tokenizer, "the held-out English words", f"{args.run}'s", ", so this score says "
-                           "little about it; measure it on the text its run held out: "
-                           f"python benchmarks/course_lengths.py {args.run}")
-        print(json.dumps(masked_accuracy(model, tokenizer, seed=args.seed, max_sequences=args.max_sequences)))
+        held_out = wiki_en_held_out()  # what masked_accuracy reads by default
+        warn_if_unreadable([s for doc in held_out for s in doc], tokenizer, "the held-out English words",
+                           f"{args.run}'s", ", so this score says little about it; measure it on the text its run "
+                           f"held out: python benchmarks/course_lengths.py {args.run}")
+        print(json.dumps(masked_accuracy(model, tokenizer, held_out, seed=args.seed, max_sequences=args.max_sequences)))
         return 0
     if args.command == "fill-mask":
         return _fill_mask(args)

@@ -170,6 +170,17 @@ def _as_sequences(seqs) -> list[list[str]]:
     return [list(s) for s in seqs]
 
 
+def _entity_sets(true_seqs, pred_seqs) -> list[tuple[set, set]]:
+    """Per aligned sequence pair, (gold entities, predicted entities) as `bio_entities` sets."""
+    true_seqs, pred_seqs = _as_sequences(true_seqs), _as_sequences(pred_seqs)
+    if len(true_seqs) != len(pred_seqs):
+        raise ValueError(f"{len(true_seqs)} gold sequences but {len(pred_seqs)} predicted ones")
+    for n, (t, p) in enumerate(zip(true_seqs, pred_seqs)):
+        if len(t) != len(p):
+            raise ValueError(f"sequence {n}: {len(t)} gold tags but {len(p)} predicted tags; they must align")
+    return [(bio_entities(t), bio_entities(p)) for t, p in zip(true_seqs, pred_seqs)]
+
+
 def entity_prf(true_seqs, pred_seqs) -> dict:
     """Entity-level precision, recall and F1 over tag sequences (a list of lists of tags).
 
@@ -179,16 +190,11 @@ def entity_prf(true_seqs, pred_seqs) -> dict:
 
     Returns {"precision", "recall", "f1", "per_type"}; fractions in [0, 1].
     """
-    true_seqs, pred_seqs = _as_sequences(true_seqs), _as_sequences(pred_seqs)
-    if len(true_seqs) != len(pred_seqs):
-        raise ValueError(f"{len(true_seqs)} gold sequences but {len(pred_seqs)} predicted ones")
     gold: set = set()
     pred: set = set()
-    for n, (t, p) in enumerate(zip(true_seqs, pred_seqs)):
-        if len(t) != len(p):
-            raise ValueError(f"sequence {n}: {len(t)} gold tags but {len(p)} predicted tags; they must align")
-        gold |= {(n, *e) for e in bio_entities(t)}  # (sequence, type, start, end)
-        pred |= {(n, *e) for e in bio_entities(p)}
+    for n, (g, p) in enumerate(_entity_sets(true_seqs, pred_seqs)):
+        gold |= {(n, *e) for e in g}  # (sequence, type, start, end)
+        pred |= {(n, *e) for e in p}
     correct = gold & pred
 
     def scores(g: set, p: set, c: set) -> dict:
@@ -207,16 +213,7 @@ def entity_counts(true_seqs, pred_seqs) -> list[tuple[int, int, int]]:
     """Per sequence, (gold entities, predicted entities, correct ones): the counts that
     `entity_prf` adds up. A bootstrap over sentences resamples these instead of re-reading
     the tags: `entity_micro_prf` of a resample's counts is `entity_prf` of its tags, exactly."""
-    true_seqs, pred_seqs = _as_sequences(true_seqs), _as_sequences(pred_seqs)
-    if len(true_seqs) != len(pred_seqs):
-        raise ValueError(f"{len(true_seqs)} gold sequences but {len(pred_seqs)} predicted ones")
-    counts = []
-    for n, (t, p) in enumerate(zip(true_seqs, pred_seqs)):
-        if len(t) != len(p):
-            raise ValueError(f"sequence {n}: {len(t)} gold tags but {len(p)} predicted tags; they must align")
-        gold, pred = bio_entities(t), bio_entities(p)
-        counts.append((len(gold), len(pred), len(gold & pred)))
-    return counts
+    return [(len(gold), len(pred), len(gold & pred)) for gold, pred in _entity_sets(true_seqs, pred_seqs)]
 
 
 def entity_micro_prf(counts: Iterable[tuple[int, int, int]]) -> dict:
