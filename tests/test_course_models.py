@@ -7,13 +7,15 @@ import json
 import pytest
 
 from bertedu.data import collate_pretraining
-from bertedu.training.pretrain import fill_mask, heldout_dataset, run_config
+from bertedu.data.corpora import load_corpus
+from bertedu.training.pretrain import document_data, fill_mask, held_out_measure, heldout_dataset, run_config
 from bertedu.pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir, trained_length
 from bertedu.training.loop import evaluate
 
 pytestmark = pytest.mark.slow  # seconds to a minute each: deselected by the quick tier (-m 'not slow')
 
-# name -> (held-out MLM accuracy its (second-phase) run recorded at its last step (bf16),
+# name -> (held-out MLM accuracy its last run recorded at its last step (course-en's third phase, the
+#          Chinese models' second),
 #          probes: (text, a token expected among the best k, k))
 COURSE_MODELS = {
     "course-zh": (0.4215, [("中国的首都是北[MASK]。", "京", 1), ("我们要努力学[MASK]。", "习", 1)]),
@@ -21,7 +23,7 @@ COURSE_MODELS = {
     # half-hidden one, so it does not complete 北[MASK] to 北京 (notebook 19)
     "course-zh-wwm": (0.2334, [("我们要努力[MASK][MASK]。", "发", 1), ("我国[MASK][MASK]建设取得了很大成就。", "经", 1)]),
     # the English model knows which kind of word fits (a verb, an office, a role), not facts
-    "course-en": (0.3224, [("she [MASK] a book .", "wrote", 5), ("many people [MASK] in the city .", "live", 5),
+    "course-en": (0.3327, [("she [MASK] a book .", "wrote", 5), ("many people [MASK] in the city .", "live", 5),
                            ("the city is the [MASK] of the province .", "capital", 2),  # after "largest", which fits too
                            ("he was elected [MASK] of the party .", "president", 1)]),
 }
@@ -50,9 +52,12 @@ def test_fills_words_from_their_context(name):
 def test_held_out_accuracy_is_the_recorded_one(name):
     cfg = run_config(name)
     model, tokenizer = load_masked_lm(name)
-    data = heldout_dataset(cfg, tokenizer)
-    # as many held-out examples as the run evaluated on: wiki-en's 5 held-out articles make 415 at 128 tokens
-    assert len(data) == {"course-en": 415}.get(name, cfg.max_eval_examples)
-    result = evaluate(model, data, lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id),
-                      cfg.batch_size, cfg.seed, precision="fp32")
-    assert result["mlm_accuracy"] == pytest.approx(COURSE_MODELS[name][0], abs=0.005)  # fp32 here, bf16 in the run
+    if cfg.packing == "documents":  # the run's own measure: its held-out documents in runs of --max-seq-length
+        _, held_out = document_data(cfg, load_corpus(cfg.corpus), tokenizer)
+        accuracy = held_out_measure(cfg, tokenizer, held_out)(model)["mlm_accuracy"]
+    else:  # sentence pairs, as many held-out examples as the run evaluated on
+        data = heldout_dataset(cfg, tokenizer)
+        assert len(data) == cfg.max_eval_examples
+        collate = lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id)  # noqa: E731
+        accuracy = evaluate(model, data, collate, cfg.batch_size, cfg.seed, precision="fp32")["mlm_accuracy"]
+    assert accuracy == pytest.approx(COURSE_MODELS[name][0], abs=0.005)  # the shipped fp16 weights here, the run its own
