@@ -1,7 +1,6 @@
 """benchmarks/course_lengths.py: both lengths read the same masked tokens (a paired comparison),
 its clustered standard error, and the script end to end on a small run of each packing."""
 
-import importlib.util
 import json
 import math
 import sys
@@ -11,22 +10,13 @@ import pytest
 import torch
 
 from bertedu.data.corpora import load_corpus
-from bertedu.model.constants import IGNORE_INDEX
 from bertedu.data.tokenizer import load_vocab_tokenizer
+from bertedu.model.constants import IGNORE_INDEX
 from bertedu.pretrained import masked_lm_vocab_path
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def load_script():
-    sys.path.insert(0, str(REPO / "benchmarks"))  # as `python benchmarks/course_lengths.py` finds its neighbours
-    spec = importlib.util.spec_from_file_location("course_lengths", REPO / "benchmarks" / "course_lengths.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-course_lengths = load_script()
+sys.path.insert(0, str(REPO / "benchmarks"))  # as `python benchmarks/course_lengths.py` finds its neighbours
+import course_lengths  # noqa: E402
 
 
 def test_every_length_reads_the_same_masked_tokens_in_the_same_corrupted_text():

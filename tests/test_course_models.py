@@ -35,7 +35,7 @@ def test_registered_with_its_command_and_run_settings(name):
     folder = masked_lm_dir(name)
     assert "bertedu pretrain" in (folder / "COMMAND.md").read_text(encoding="utf-8")
     settings = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    # from random weights, or BERT's second phase from its own first (COMMAND.md has both commands)
+    # from random weights, or a later phase from its own earlier one (COMMAND.md has every command)
     assert settings["init_from"] in (None, name)
     assert settings["trained_length"] == 128 == trained_length(name)  # the length the course feeds it
 
