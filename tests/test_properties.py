@@ -3,6 +3,11 @@
 - The reference and fast WordPiece tokenizers and `transformers.BertTokenizerFast` over
   the same vocab.txt give the same pieces for random text mixing scripts, control and
   zero-width characters, combining marks, emoji, CJK and very long words; none raises.
+  The reference reads Unicode categories from Python's `unicodedata` (14.0 on Python 3.11);
+  `tokenizers` has its own, older tables. Where they differ the two disagree by design:
+  U+11C30 BHAIKSUKI VOWEL SIGN I, a nonspacing mark (Mn) since Unicode 9.0, is an accent the
+  reference strips and an unknown character `tokenizers` keeps ([UNK]). So random characters are
+  drawn among those whose category Unicode 3.2 (`unicodedata.ucd_3_2_0`) already gave them.
 - Every data reader, given random bytes or a real test file with bytes flipped, inserted
   or cut, either reads it or raises the project's `DataFormatError` (never another
   exception, never a hang: each example has a deadline).
@@ -15,6 +20,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -50,10 +56,19 @@ EMOJI = "😀👍🏽🇫🇷👨‍👩‍👧❤️🤖"
 CJK = "中文字符测试漢字日本語한국어"
 OTHER_SCRIPTS = "Здравствуйمرحباשלוםनमस्तेΓειάσουไทย"
 PUNCTUATION = ".,;:!?¿¡-—–'\"«»()[]{}…@#$%^&*_+=~`|\\/<>"
+
+
+def category_since_unicode_3_2(char: str) -> bool:
+    """The character had its current Unicode category already in Unicode 3.2: Python's tables and
+    the older ones inside `tokenizers` read it alike."""
+    return unicodedata.ucd_3_2_0.category(char) == unicodedata.category(char)
+
+
 pieces = st.one_of(
     st.text(alphabet=st.sampled_from(CONTROL + ZERO_WIDTH + COMBINING + PUNCTUATION + " "), max_size=5),
     st.sampled_from(list(EMOJI) + list(CJK) + list(OTHER_SCRIPTS)),
-    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8),  # anything encodable
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)).filter(category_since_unicode_3_2),
+            max_size=8),  # anything encodable (whose category has not changed since Unicode 3.2)
     st.from_regex(r"[A-Za-zÀ-ÿ]{1,12}", fullmatch=True),
     st.text(alphabet="abcdefghéü", min_size=60, max_size=400),  # very long words
     st.sampled_from(["[MASK]", "[CLS]", "Café", "naïve", "e\u0301", "ﬁ", "Ⅻ", "①", "ǅ"]),
