@@ -127,7 +127,7 @@ def clustered_mean_se(values: torch.Tensor, cluster: torch.Tensor) -> tuple[floa
     return float(mean), float(((sums - counts * mean) ** 2).sum().sqrt() / len(values))
 
 
-def paired_lengths(model, tokenizer, documents: list, lengths: list[int], seeds: int) -> dict:
+def paired_lengths(model, tokenizer, documents: list, lengths: list[int], seeds: int) -> tuple[dict, dict]:
     """Per length, accuracy (with its clustered standard error), masked tokens and counts by
     position over `seeds` mask seeds; and the last length's accuracy minus the first's, paired
     token by token, with its standard error."""
