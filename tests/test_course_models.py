@@ -7,6 +7,7 @@ import json
 import pytest
 
 from bertedu.data import collate_pretraining
+from bertedu.errors import SettingError
 from bertedu.data.corpora import load_corpus
 from bertedu.training.pretrain import document_data, fill_mask, held_out_measure, heldout_dataset, run_config
 from bertedu.pretrained import MASKED_LMS, load_masked_lm, masked_lm_dir, trained_length
@@ -61,3 +62,13 @@ def test_held_out_accuracy_is_the_recorded_one(name):
         collate = lambda examples, _: collate_pretraining(examples, pad_token_id=tokenizer.pad_token_id)  # noqa: E731
         accuracy = evaluate(model, data, collate, cfg.batch_size, cfg.seed, precision="fp32")["mlm_accuracy"]
     assert accuracy == pytest.approx(COURSE_MODELS[name][0], abs=0.005)  # the shipped fp16 weights here, the run its own
+
+
+def test_a_documents_run_has_no_example_held_out_set_but_rebuilds_one_as_pairs():
+    """course-en's last phase read whole documents: heldout_dataset names the measure that run used,
+    and rebuilds its held-out documents as sentence pairs when asked (benchmarks/course_lengths.py)."""
+    _, tokenizer = load_masked_lm("course-en")
+    with pytest.raises(SettingError, match="held_out_measure"):
+        heldout_dataset(run_config("course-en"), tokenizer)
+    # wiki-en's 5 held-out articles make 415 pairs at 128 tokens (fewer than --max-eval-examples 512)
+    assert len(heldout_dataset(run_config("course-en", packing="pairs"), tokenizer)) == 415

@@ -551,6 +551,10 @@ def heldout_dataset(cfg: PretrainConfig, tokenizer):
 
     if cfg.stream:
         raise SettingError("heldout_dataset reads an in-memory corpus (no --stream)")
+    if cfg.packing == "documents":
+        raise SettingError("a --packing documents run is measured on its held-out documents, not on examples: "
+                           "held_out_measure(cfg, tokenizer, document_data(cfg, corpus, tokenizer)[1]); or pass "
+                           "packing='pairs' to rebuild its held-out documents as sentence pairs")
     _, eval_docs = split_documents(corpus_documents(cfg, load_corpus(cfg.corpus)), cfg.eval_documents, cfg.seed)
     return _heldout_dataset(cfg, eval_docs, tokenizer)
 
