@@ -3,8 +3,8 @@
     python benchmarks/course_lengths.py course-en course-zh course-zh-wwm --out bertedu/weights/course_lengths.json
 
 Each model (a shipped name or a pretraining run's folder) is measured on the documents its
-own run held out (its run.json's --corpus, --eval-documents and --seed: text it never trained
-on). Each document's word pieces are masked once per mask seed (15% selected; 80% [MASK], 10%
+own run held out (its run.json's --corpus, --eval-documents and --seed, or for a --packing
+documents run the fixed seed that packing splits with: text it never trained on). Each document's word pieces are masked once per mask seed (15% selected; 80% [MASK], 10%
 random, 10% kept: `make_batch` over the whole document), and the same corrupted pieces are then
 cut into `[CLS] pieces [SEP]` runs of each --lengths value: every length reads the same masked
 tokens with the same corruption around them, so the lengths differ only in how much context a
@@ -30,16 +30,16 @@ from bertedu.data.corpora import load_corpus
 from bertedu.data.documents import document_sequences, make_batch, split_documents
 from bertedu.model.constants import IGNORE_INDEX
 from bertedu.pretrained import trained_length
-from bertedu.training.pretrain import load_masked_lm_or_run, run_config
+from bertedu.training.pretrain import held_out_seed, load_masked_lm_or_run, run_config
 
 
 def held_out_documents(name: str, max_documents: int) -> list:
     """The documents the run behind `name` held out (its run.json's --corpus, --eval-documents
-    and --seed, split as `bertedu pretrain`'s in-memory pairs path splits them), the first
+    and --seed, split as `bertedu pretrain` split them: `held_out_seed`), the first
     `max_documents` of them, as lists of sentences."""
     cfg = run_config(name)
     documents = list(load_corpus(cfg.corpus))[: cfg.max_documents]
-    return split_documents(documents, cfg.eval_documents, cfg.seed)[1][:max_documents]
+    return split_documents(documents, cfg.eval_documents, held_out_seed(cfg))[1][:max_documents]
 
 
 @torch.no_grad()
@@ -87,10 +87,9 @@ def runs_of(corrupted: list, tokenizer, length: int) -> list[tuple[torch.Tensor,
     """The corrupted documents cut into `[CLS] pieces [SEP]` runs of at most `length` ids, in
     document order (labels IGNORE_INDEX at [CLS] and [SEP])."""
     body, runs = length - 2, []
+    cls, sep, ignore = (torch.tensor([i]) for i in (tokenizer.cls_token_id, tokenizer.sep_token_id, IGNORE_INDEX))
     for ids, labels in corrupted:
         for start in range(0, len(ids), body):
-            cls, sep = torch.tensor([tokenizer.cls_token_id]), torch.tensor([tokenizer.sep_token_id])
-            ignore = torch.tensor([IGNORE_INDEX])
             runs.append((torch.cat([cls, ids[start:start + body], sep]),
                          torch.cat([ignore, labels[start:start + body], ignore])))
     return runs

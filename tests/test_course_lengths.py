@@ -61,11 +61,18 @@ def test_script_end_to_end(tmp_path, monkeypatch, capsys, packing):
     import runpy
 
     from bertedu.cli import main
+    from bertedu.data.documents import split_documents
+    from bertedu.training.pretrain import document_data, load_pretrained, run_config
 
     run = tmp_path / "run"
     assert main(["pretrain", "--preset", "tiny", "--steps", "2", "--batch-size", "4", "--corpus", "wiki-en",
                  "--max-documents", "20", "--vocab-size", "600", "--no-progress", "--max-seq-length", "48",
-                 "--no-nsp", "--packing", packing, "--max-eval-examples", "16", "--out", str(run)]) == 0
+                 "--no-nsp", "--packing", packing, "--max-eval-examples", "16", "--seed", "3", "--out", str(run)]) == 0
+    # measured on what the run held out: a documents run splits with a fixed seed, a pairs run with its --seed
+    cfg = run_config(run)
+    held_out = (document_data(cfg, load_corpus("wiki-en"), load_pretrained(run)[1])[1] if packing == "documents"
+                else split_documents(list(load_corpus("wiki-en"))[:20], cfg.eval_documents, 3)[1])
+    assert course_lengths.held_out_documents(run, 10**6) == held_out
     record = tmp_path / "lengths.json"
     monkeypatch.setattr(sys, "argv", ["course_lengths.py", str(run), "--lengths", "32", "48", "--mask-seeds", "2",
                                       "--label", "small", "--out", str(record)])

@@ -41,5 +41,6 @@ def test_the_notebooks_are_one_unit_of_work_and_test_files_one_each():
     }
     assert {nodeid: scheduler._split_scope(nodeid) for nodeid in expected} == expected
 
+
 def test_other_distribution_modes_keep_xdist_s_own_scheduler():
     assert root_conftest().pytest_xdist_make_scheduler(Options("load"), None) is None

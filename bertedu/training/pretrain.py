@@ -458,12 +458,20 @@ def document_data(cfg: PretrainConfig, corpus, tokenizer) -> tuple[list[list[int
     --corpus again there reads its training documents twice as often). Every document
     becomes `[CLS] pieces [SEP]` runs of --max-seq-length (`document_sequences`).
     """
-    from ..data.documents import HELD_OUT_SEED, document_sequences
+    from ..data.documents import document_sequences
 
-    train_docs, held_out = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, HELD_OUT_SEED)
+    train_docs, held_out = split_documents(corpus_documents(cfg, corpus), cfg.eval_documents, held_out_seed(cfg))
     held = {tuple(d) for d in held_out}
     train_docs += [d for d in extra_documents(cfg) if tuple(d) not in held]
     return document_sequences(train_docs, tokenizer, cfg.max_seq_length), held_out
+
+
+def held_out_seed(cfg: PretrainConfig) -> int:
+    """The seed a run splits --corpus into training and held-out documents with: its --seed, except
+    --packing documents, which holds out the same documents whatever its --seed (`document_data`)."""
+    from ..data.documents import HELD_OUT_SEED
+
+    return HELD_OUT_SEED if cfg.packing == "documents" else cfg.seed
 
 
 def held_out_measure(cfg: PretrainConfig, tokenizer, held_out: list):
