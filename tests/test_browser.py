@@ -179,6 +179,11 @@ def browser(lab):
     # An explicit driver path: Selenium Manager would otherwise try to download one.
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_script_timeout(30)
+    # A headless window with a fresh --user-data-dir never gets the focus in Chromium 150
+    # (document.hasFocus() stays false; 156 gives it), and JupyterLab sets
+    # shell.currentWidget and runs its notebook commands on the widget that last had the
+    # focus. Emulated focus is what every Chromium gives a page that is in front.
+    driver.execute_cdp_cmd("Emulation.setFocusEmulationEnabled", {"enabled": True})
     try:
         yield driver
     finally:
@@ -197,6 +202,11 @@ def _wait(driver, condition, timeout: float, what: str, screenshot: Path):
 
 
 _WORKSPACES = itertools.count()
+# The open notebook panel titled arguments[0], or undefined.
+_PANEL_JS = """
+    const panel = window.jupyterapp ? [...window.jupyterapp.shell.widgets('main')].find(
+        w => w.title.label === arguments[0] && w.sessionContext) : undefined;
+"""
 
 
 def _open(driver, lab, name: str, ui: str = "lab"):
@@ -208,10 +218,13 @@ def _open(driver, lab, name: str, ui: str = "lab"):
     base, token, tmp = lab
     path = {"lab": f"lab/workspaces/test-{next(_WORKSPACES)}/tree", "notebook": "notebooks"}[ui]
     driver.get(f"{base}/{path}/{name}?token={token}")
-    js = """
-        const panel = window.jupyterapp?.shell.currentWidget;
+    # The panel is found by its title among the main area's widgets, not as shell.currentWidget,
+    # which depends on where the focus is; then it is made the current one, as a click on its tab would.
+    js = _PANEL_JS + """
         const kernel = panel?.sessionContext?.session?.kernel;
-        return panel?.title.label === arguments[0] && kernel?.connectionStatus === 'connected' && kernel?.status === 'idle';
+        const ready = kernel?.connectionStatus === 'connected' && kernel?.status === 'idle';
+        if (ready && window.jupyterapp.shell.currentWidget !== panel) window.jupyterapp.shell.activateById(panel.id);
+        return ready && window.jupyterapp.shell.currentWidget === panel;
     """
     _wait(driver, lambda: driver.execute_script(js, name), 90, f"{name} open with a connected, idle kernel",
           tmp / f"{name}-open.png")
@@ -220,13 +233,12 @@ def _open(driver, lab, name: str, ui: str = "lab"):
 def _run_all(driver, lab, name: str):
     """What Run > Run All Cells does, then wait until every code cell has run."""
     driver.execute_script("return window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    js = """
-        const panel = window.jupyterapp.shell.currentWidget;
+    js = _PANEL_JS + """
         const prompts = [...panel.node.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
         const idle = panel.sessionContext.session?.kernel?.status === 'idle';
         return idle && prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
     """
-    _wait(driver, lambda: driver.execute_script(js), 120, f"every cell of {name} to run", lab[2] / f"{name}-run.png")
+    _wait(driver, lambda: driver.execute_script(js, name), 120, f"every cell of {name} to run", lab[2] / f"{name}-run.png")
 
 
 def _page_text(driver) -> str:
