@@ -156,6 +156,7 @@ def load_masked_lm_folder(folder: str | Path, impl: str = "fast"):
     from safetensors.torch import load_file
 
     from .model.config import BertConfig
+    from .model.constants import FOLDER_MARK
     from .model.heads import BertForPreTraining
     from .data.tokenizer import load_vocab_tokenizer
 
@@ -172,7 +173,8 @@ def load_masked_lm_folder(folder: str | Path, impl: str = "fast"):
                 state[ours] = f.get_tensor(theirs).float()
     vocab_path = _vocab_path(folder, manifest)
 
-    config = BertConfig(**json.loads((folder / "config.json").read_text(encoding="utf-8")))
+    saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config = BertConfig(**{k: v for k, v in saved.items() if k not in FOLDER_MARK})  # FOLDER_MARK: for transformers
     with torch.device("meta"):  # no time spent initialising weights about to be replaced
         model = BertForPreTraining(config)
     # Tied decoder: the state names the word-embedding matrix once; assign it to both.

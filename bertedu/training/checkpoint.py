@@ -47,6 +47,7 @@ from safetensors.torch import load_model, save_model
 from torch import nn
 
 from ..errors import UserError
+from ..model.constants import FOLDER_MARK
 
 WEIGHTS_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
@@ -173,7 +174,8 @@ def _write_weights(folder: Path, model: nn.Module, extra_json: Optional[dict[str
     # safetensors refuses two names for one tensor; save_model drops the tied alias
     # (mlm.decoder.weight is the word-embedding matrix) and load_model re-ties it.
     save_model(model, str(folder / WEIGHTS_NAME), metadata={"format": "pt", **(metadata or {})})
-    _write_json(folder / CONFIG_NAME, model_config_dict(model))
+    config = model_config_dict(model)  # with FOLDER_MARK: transformers refuses the folder instead of misreading it
+    _write_json(folder / CONFIG_NAME, {**config, **FOLDER_MARK} if config else config)
     for name, content in (extra_json or {}).items():
         _write_json(folder / name, content)
 
@@ -331,11 +333,13 @@ def load_checkpoint(
 
 
 def read_config(folder: str | os.PathLike) -> dict[str, Any]:
-    """The model config saved in a checkpoint or weights folder, as a dict."""
+    """The model config saved in a checkpoint or weights folder, as a dict (without the keys
+    that keep transformers from reading the folder, `FOLDER_MARK`)."""
     path = Path(folder) / CONFIG_NAME
     if not path.is_file():
         raise CheckpointError(f"{path} is missing: {folder} is not a folder of bertedu weights.")
-    return json.loads(path.read_text(encoding="utf-8"))
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    return {k: v for k, v in saved.items() if k not in FOLDER_MARK}
 
 
 def load_weights(folder: str | os.PathLike, model: nn.Module) -> nn.Module:

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..data.corpora import file_sha256
 from ..errors import MissingFileError, SettingError
 from ..model.config import BertConfig
-from ..model.constants import MERGES_NAME, VOCAB_NAME
+from ..model.constants import FOLDER_MARK, MERGES_NAME, VOCAB_NAME
 from ..pretrained import run_trained_length
 from .checkpoint import latest_checkpoint, read_config
 
@@ -110,7 +110,7 @@ def export_minilm_run(run: str | Path, to: str | Path, command: str, *, name: st
     save_file({k: v.half().contiguous() for k, v in trainable_state(state).items()}, str(to / "model.safetensors"),
               metadata={"format": "pt"})
     (to / "model.safetensors").chmod(0o644)  # readable by whoever installs the package
-    config = dataclasses.asdict(BertConfig(**read_config(checkpoint)))  # in BertConfig's field order
+    config = {**dataclasses.asdict(BertConfig(**read_config(checkpoint))), **FOLDER_MARK}  # BertConfig's field order
     (to / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     manifest = {
         "kind": "BertForPreTraining",

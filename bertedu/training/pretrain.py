@@ -580,7 +580,7 @@ def _model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
     if cfg.max_seq_length > 512:
         raise SettingError(f"max_seq_length {cfg.max_seq_length} is above BERT's 512 positions")
     if cfg.init_from in MASKED_LMS:  # a shipped masked LM: its own architecture, not --preset's
-        shipped = json.loads((masked_lm_dir(cfg.init_from) / "config.json").read_text(encoding="utf-8"))
+        shipped = read_config(masked_lm_dir(cfg.init_from))
         config = BertConfig(**{**shipped, "attn_implementation": cfg.attn_implementation})
         if cfg.max_seq_length > config.max_position_embeddings:
             raise SettingError(f"--init-from {cfg.init_from} has {config.max_position_embeddings} positions, "
