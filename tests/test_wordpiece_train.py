@@ -185,3 +185,12 @@ def test_errors_name_the_problem():
 def test_a_word_with_a_character_outside_a_limited_alphabet_is_left_out_of_training():
     vocab = learn_wordpiece({"ab": 5, "qab": 4}, 100, score="frequency", limit_alphabet=2)  # q is dropped
     assert [(m.left, m.right, m.count) for m in vocab.merges] == [("a", "##b", 5)]  # no ##a ##b from "qab"
+
+
+def test_likelihood_is_the_older_name_of_the_ratio_score():
+    """Notebook 01 names count(ab) / (count(a) count(b)) the ratio score: it is the Hugging Face
+    course's proxy, not a likelihood. The old name still selects it."""
+    assert learn_wordpiece(TOY, 30, score="likelihood").tokens == learn_wordpiece(TOY, 30, score="ratio").tokens
+    assert learn_wordpiece(TOY, 30).tokens == learn_wordpiece(TOY, 30, score="ratio").tokens
+    assert pair_score(5, 20, 5, "likelihood") == pair_score(5, 20, 5, "ratio") == 5 / 100
+    assert pair_score(5, 20, 5, "frequency") == 5.0

@@ -15,14 +15,18 @@ al. 2016, §4.1) starts from characters and grows the vocabulary one merge at a 
 
 Two scores, one loop (`score=`):
 
-- `"likelihood"`, WordPiece's: count(ab) / (count(a) * count(b)). Up to the size of the
-  corpus this is p(ab) / (p(a) p(b)), how many times more often `a` is followed by `b` than
-  if pieces were drawn independently: it prefers pairs whose parts are rarely seen apart,
-  however rare the pair. Schuster and Nakajima 2012 choose the merge that most increases
-  the likelihood of the training data under a language model; this score is the one the
-  Hugging Face course teaches for it (LLM course, chapter 6, "WordPiece tokenization").
-  Google's own trainer was never published (google-research/bert's README: "This
-  repository does not include code for *learning* a new WordPiece vocabulary").
+- `"ratio"`: count(ab) / (count(a) * count(b)), the score the Hugging Face course teaches for
+  WordPiece (LLM course, chapter 6, "WordPiece tokenization"). Up to the size of the corpus
+  this is p(ab) / (p(a) p(b)), how many times more often `a` is followed by `b` than if
+  pieces were drawn independently: it prefers pairs whose parts are rarely seen apart,
+  however rare the pair. It is a proxy, not a likelihood. Schuster and Nakajima 2012 choose
+  the merge that most increases the likelihood of the training data under a language
+  model; under a unigram model over pieces that gain is about count(ab) * log(N * ratio)
+  (N pieces in all), so the ratio ranks pairs by their gain per occurrence and ignores how
+  often the pair occurs (notebook 01 computes both on the toy corpus). `"likelihood"` is
+  accepted as an older name of this score. Google's own trainer was never published
+  (google-research/bert's README: "This repository does not include code for *learning* a
+  new WordPiece vocabulary").
 - `"frequency"`, BPE's: count(ab). Hugging Face `tokenizers`' `WordPieceTrainer` is its BPE
   trainer with the `##` prefix (tokenizers issue #697: "we use the same algorithm as BPE to
   train a WordPiece model"); with this score and the same tie-breaking this module
@@ -47,12 +51,13 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .tokenizer import CONTINUATION_PREFIX, SPECIAL_TOKENS, UNK, basic_tokenize, load_vocab_tokenizer
 
-SCORES = ("likelihood", "frequency")
+SCORES = ("ratio", "frequency")
+SCORE_ALIASES = {"likelihood": "ratio"}  # the older name of the ratio score
 
 Pair = tuple[str, str]
 
@@ -107,9 +112,10 @@ def join_pieces(left: str, right: str) -> str:
     return left + right.removeprefix(CONTINUATION_PREFIX)
 
 
-def pair_score(count_ab: int, count_a: int, count_b: int, score: str = "likelihood") -> float:
-    """WordPiece's count(ab) / (count(a) * count(b)), or BPE's count(ab)."""
-    if score == "likelihood":
+def pair_score(count_ab: int, count_a: int, count_b: int, score: str = "ratio") -> float:
+    """The ratio score count(ab) / (count(a) * count(b)) ("ratio", or its older name
+    "likelihood"), or BPE's count(ab) ("frequency")."""
+    if SCORE_ALIASES.get(score, score) == "ratio":
         return count_ab / (count_a * count_b)
     return float(count_ab)
 
@@ -201,7 +207,7 @@ def learn_wordpiece(
     texts: Iterable[str] | Mapping[str, int],
     vocab_size: int,
     *,
-    score: str = "likelihood",
+    score: str = "ratio",
     min_frequency: int = 2,
     limit_alphabet: int | None = None,
     lowercase: bool = True,
@@ -213,9 +219,11 @@ def learn_wordpiece(
     least `min_frequency` times are merged. The alphabet is never cut to fit `vocab_size`
     (as in `tokenizers`); `limit_alphabet` keeps only the most frequent characters, and a
     word with another character is left out of training (it will be `[UNK]`; `tokenizers`
-    instead drops the character and spells the rest). `score`: "likelihood" (WordPiece) or
-    "frequency" (BPE, what `tokenizers`' WordPieceTrainer does); see the module docstring.
+    instead drops the character and spells the rest). `score`: "ratio" (the Hugging Face course's
+    WordPiece score; "likelihood" is its older name) or "frequency" (BPE, what `tokenizers`'
+    WordPieceTrainer does); see the module docstring.
     """
+    score = SCORE_ALIASES.get(score, score)
     if score not in SCORES:
         raise ValueError(f"Unknown score {score!r}; choose one of {SCORES}.")
     word_counts = texts if isinstance(texts, Mapping) else count_words(texts, lowercase)
@@ -247,7 +255,7 @@ def learn_wordpiece(
         left_count, right_count = corpus.piece_counts[pair[0]], corpus.piece_counts[pair[1]]
         merges.append(Merge(*pair, piece, count, left_count, right_count, -negative_score))
         changed = corpus.merge(pair, piece)
-        if score == "likelihood":  # count(a) and count(b) fell: every pair with a or b scores higher
+        if score == "ratio":  # count(a) and count(b) fell: every pair with a or b scores higher
             changed |= corpus.pairs_of(pair[0], min_count) | corpus.pairs_of(pair[1], min_count)
         push(changed)
     return WordPieceVocab(tokens, merges)
@@ -290,6 +298,62 @@ def vocab_stats(
     return VocabStats(words, len(pieces), pieces.count(UNK))
 
 
+def fast_alphabet(texts: Iterable[str], lowercase: bool = True, limit: int | None = None,
+                  chunk: int = 5000) -> list[str]:
+    """`alphabet(...)` of `texts` as `tokenizers` sees them: its BERT normaliser and
+    pre-tokeniser (in Rust, a few thousand texts at a time) instead of `count_words`, so a
+    corpus of millions of characters takes about a second. Every character by code point,
+    then `##` + every character that continues some word; with `limit`, the `limit` most
+    frequent characters (ties by code point)."""
+    from .tokenizer import build_backend
+
+    backend = build_backend(None, lowercase=lowercase)
+    char_counts: Counter[str] = Counter()
+    continuing: set[str] = set()
+    batch: list[str] = []
+
+    def count() -> None:
+        words = [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(backend.normalizer.normalize_str("\n".join(batch)))]
+        char_counts.update("".join(words))
+        for word in words:
+            continuing.update(word[1:])
+        batch.clear()
+
+    for text in texts:
+        batch.append(text)
+        if len(batch) == chunk:
+            count()
+    count()
+    kept = sorted(sorted(char_counts, key=lambda c: (-char_counts[c], c))[:limit])
+    return kept + [CONTINUATION_PREFIX + char for char in kept if char in continuing]
+
+
+def learn_reproducibly(
+    texts: Callable[[], Iterable[str]],
+    vocab_size: int,
+    *,
+    min_frequency: int = 2,
+    lowercase: bool = True,
+    limit_alphabet: int | None = 1000,
+) -> list[str]:
+    """`tokenizers`' WordPieceTrainer made deterministic: the same corpus gives the same
+    vocab.txt, line for line, in every process (what `bertedu pretrain` trains; notebook 06).
+
+    `texts()` is read twice: once for the alphabet (`fast_alphabet`), once by the trainer.
+    The specials and that alphabet are handed to the trainer first (`learn_with_tokenizers`'s
+    `first_tokens`), so no id comes from a hash map (its issue #1794) and the pieces and
+    their order are those of `learn_wordpiece(..., score="frequency")`, at the speed of
+    `tokenizers`. Characters outside a `limit_alphabet` alphabet are dropped from the words
+    that hold them (the trainer's limit is set to 0: it adds no character of its own).
+    Returns the tokens in id order; [] for a corpus without a word.
+    """
+    first = fast_alphabet(texts(), lowercase=lowercase, limit=limit_alphabet)
+    if not first:
+        return []
+    return learn_with_tokenizers(texts(), vocab_size, min_frequency=min_frequency, lowercase=lowercase,
+                                 first_tokens=[*SPECIAL_TOKENS, *first], limit_alphabet=0)
+
+
 def learn_with_tokenizers(
     texts: Iterable[str],
     vocab_size: int,
@@ -297,6 +361,7 @@ def learn_with_tokenizers(
     min_frequency: int = 2,
     lowercase: bool = True,
     first_tokens: Iterable[str] = SPECIAL_TOKENS,
+    limit_alphabet: int | None = None,
 ) -> list[str]:
     """The same corpus through Hugging Face `tokenizers`' `WordPieceTrainer` (BERT's
     normaliser and pre-tokeniser, the `##` prefix, no alphabet limit): its tokens in id
@@ -305,7 +370,8 @@ def learn_with_tokenizers(
     `first_tokens` are handed to the trainer as its special tokens, so they take the first
     ids in this order. Passing the specials and `alphabet(...)` pins the ids `tokenizers`
     otherwise gives the `##` characters in hash-map order (its issue #1794), and with them
-    how it breaks ties between equally frequent pairs.
+    how it breaks ties between equally frequent pairs. `limit_alphabet`: the trainer's own
+    (None: no limit; 0: no character beyond `first_tokens`).
     """
     from tokenizers.trainers import WordPieceTrainer
 
@@ -318,7 +384,8 @@ def learn_with_tokenizers(
         special_tokens=list(first_tokens),
         continuing_subword_prefix=CONTINUATION_PREFIX,
         show_progress=False,
+        **({} if limit_alphabet is None else {"limit_alphabet": limit_alphabet}),
     )
-    backend.train_from_iterator(list(texts), trainer=trainer)
+    backend.train_from_iterator(iter(texts), trainer=trainer)
     vocab = backend.get_vocab()
     return sorted(vocab, key=vocab.get)
