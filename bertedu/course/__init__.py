@@ -1,6 +1,9 @@
 """What only the course uses: pictures, exercises, slides and the count baselines.
 
     viz.py              heat maps, masking pictures, embedding plots, QA span maps, loss curves
+    diagrams.py         pictures of the architecture drawn from a config ("you are here", heads, blocks)
+    stats.py            standard errors, paired comparisons and their verdict in plain words
+    lessons.py          what makes a notebook a lesson, counted (tests/test_lessons.py)
     bertviz_offline.py  bertviz's views with their scripts inlined, so they draw without a network
     exercises.py        the exercises' checks (nbgrader-style solution markers)
     slides.py           slide tags for RISE / nbconvert
