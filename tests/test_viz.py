@@ -18,19 +18,16 @@ def test_the_environment_variable_wins(tmp_path, monkeypatch):
     assert viz.figures_dir() == tmp_path / "pics"
 
 
-def test_inside_a_checkout_figures_go_to_its_figures_folder(monkeypatch):
-    monkeypatch.delenv(viz.FIGURES_ENV, raising=False)
-    monkeypatch.chdir(REPO / "notebooks")  # where the notebooks run
-    assert viz.figures_dir() == REPO / "figures"
-    monkeypatch.chdir(REPO)
-    assert viz.figures_dir() == REPO / "figures"
+def test_unless_asked_figures_go_to_a_temporary_folder(monkeypatch):
+    """A lesson run by a learner leaves their checkout's tracked figures/ alone (issue 51)."""
+    import tempfile
 
-
-def test_elsewhere_figures_go_to_the_current_folder(tmp_path, monkeypatch):
     monkeypatch.delenv(viz.FIGURES_ENV, raising=False)
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'not-bertedu'\n")  # a checkout of something else
-    monkeypatch.chdir(tmp_path)
-    assert viz.figures_dir() == tmp_path / "figures"
+    for folder in (REPO / "notebooks", REPO):
+        monkeypatch.chdir(folder)
+        path = viz.figures_dir()
+        assert path.is_relative_to(tempfile.gettempdir()) and not path.is_relative_to(REPO)
+        assert path.name == "figures"
 
 
 def test_save_figure_writes_a_small_png_into_figures_dir(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ Introduced in notebooks 02-04; MLM masking pictures and the masking explorer in 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -20,22 +21,18 @@ FIGURES_ENV = "BERTEDU_FIGURES_DIR"
 
 
 def figures_dir() -> Path:
-    """Where `save_figure` writes: the folder named by $BERTEDU_FIGURES_DIR if set; else,
-    inside a bertedu checkout (the notebooks run from its notebooks/ folder), the
-    checkout's figures/; else figures/ in the current folder.
+    """Where `save_figure` writes: the folder named by $BERTEDU_FIGURES_DIR if set, else a
+    folder `figures` in the system's temporary folder.
 
-    Found from where the learner runs, not from where the package is installed: a
-    non-editable install lives in site-packages, which is no place for a learner's
-    pictures. The tests point $BERTEDU_FIGURES_DIR at a temporary folder.
+    A lesson's pictures are shown in the notebook; the files are a by-product, and writing
+    them into the learner's checkout would change tracked files (re-plotted floats move
+    antialiased edges by a fraction of a pixel: new bytes, the same picture). The course's
+    tracked figures/ are refreshed by asking: BERTEDU_FIGURES_DIR="$PWD/figures".
     """
     configured = os.environ.get(FIGURES_ENV)
     if configured:
         return Path(configured)
-    here = Path.cwd()
-    for folder in (here, *here.parents):
-        if (folder / "pyproject.toml").is_file() and (folder / "bertedu" / "__init__.py").is_file():
-            return folder / "figures"
-    return here / "figures"
+    return Path(tempfile.gettempdir()) / "bertedu-figures" / "figures"
 
 
 def _axes(ax=None, figsize=(4, 4)):
