@@ -12,6 +12,7 @@ The loop and its services:
     curves.py       metrics.jsonl and the learning-curve PNG beside every run
     metrics.py      task metrics: accuracy, F1, entity F1, SQuAD EM/F1
     heldout.py      held-out masked-token accuracy on wiki-en's held-out documents (minilm-mlm's measure)
+    probe.py        a logistic-regression head fitted to convergence on frozen features (notebook 10)
 
 The jobs (each a `bertedu` subcommand):
 

@@ -120,6 +120,9 @@ class FinetuneConfig(TrainConfig):
     doc_stride: int = setting(128, "QA: context tokens between the starts of two consecutive windows")
     max_query_length: int = setting(64, "QA: question pieces kept")
     max_answer_length: int = setting(30, "QA: longest answer span, in tokens")
+    segment_ids: bool = setting(True, "sentence pairs: segment id 1 for the second text, as BERT (--no-segment-ids: "
+                                      "every token in segment 0, so only [SEP] marks where the first text ends, "
+                                      "as in RoBERTa and DistilBERT)")
     # a user's own table (CSV, TSV, JSON Lines): which columns hold what
     text_column: Optional[str] = setting(None, "--task PATH: the column of the text (None: the first of sentence, "
                                                "text, review, sentence1, text_a, premise, question1, content)")

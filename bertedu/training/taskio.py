@@ -46,6 +46,7 @@ class InputSettings(Protocol):
     doc_stride: int
     max_query_length: int
     max_answer_length: int
+    segment_ids: bool
 
     def resolved_max_seq_length(self, kind: str) -> int: ...
 
@@ -82,9 +83,10 @@ class ClassificationIO(TaskIO):
 
     main_metric = "accuracy"
 
-    def __init__(self, task, tokenizer, max_seq_length: int):
+    def __init__(self, task, tokenizer, max_seq_length: int, segment_ids: bool = True):
         super().__init__(task, tokenizer, max_seq_length)
         self.label_ids = {label: i for i, label in enumerate(task.labels)}
+        self.segment_ids = segment_ids  # False: every token in segment 0, [SEP] alone ends text A
 
     def encode(self, examples, training: bool = False) -> list[dict]:
         texts = [e.text_a if e.text_b is None else (e.text_a, e.text_b) for e in examples]
@@ -96,7 +98,8 @@ class ClassificationIO(TaskIO):
             if e.label is not None and e.label not in self.label_ids:
                 raise ValueError(f"{self.task.name}: label {e.label!r} of example {e.id!r} is not one of "
                                  f"{self.task.labels}")
-            items.append({"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i],
+            segments = enc["token_type_ids"][i] if self.segment_ids else [0] * len(enc["input_ids"][i])
+            items.append({"input_ids": enc["input_ids"][i], "token_type_ids": segments,
                           "label": self.label_ids.get(e.label)})
         return items
 
@@ -278,7 +281,7 @@ def task_io(task, tokenizer, cfg: InputSettings) -> TaskIO:
     """The `TaskIO` for a `TaskData`'s kind, with `cfg`'s sequence settings."""
     length = cfg.resolved_max_seq_length(task.kind)
     if task.kind in ("classification", "pair-classification"):
-        return ClassificationIO(task, tokenizer, length)
+        return ClassificationIO(task, tokenizer, length, getattr(cfg, "segment_ids", True))
     if task.kind == "tagging":
         return TaggingIO(task, tokenizer, length)
     if cfg.doc_stride >= length:
