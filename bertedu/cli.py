@@ -1,4 +1,5 @@
-"""`bertedu` on the command line: pretrain, finetune, distill, fill-mask, masked-accuracy.
+"""`bertedu` on the command line: pretrain, finetune, distill, fill-mask, masked-accuracy, predict,
+evaluate, export.
 
 The flags of `bertedu pretrain` are built from `PretrainConfig`'s fields, so the command
 line and the Python API cannot drift apart.
@@ -8,6 +9,9 @@ line and the Python API cannot drift apart.
     bertedu finetune --task sentiment-zh --init runs/mini-zh --out runs/ft-sentiment
     bertedu distill --teacher minilm --layers 0,2,4 --steps 600 --out runs/distil-minilm
     bertedu masked-accuracy minilm-mlm
+    bertedu predict runs/ft-sentiment "a moving film"      JSON lines: input, prediction, probabilities
+    bertedu evaluate runs/ft-sentiment --task sentiment-zh
+    bertedu export runs/ft-sentiment hf/ft-sentiment        a folder transformers' Auto classes load
 
 A user's mistake (a bad value, a missing file, an --out that holds a run: a
 bertedu.errors.UserError) is printed as one line, `bertedu <command>: error: ...`, with
@@ -142,7 +146,48 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
 
     _add_masked_lm_commands(sub)
+    _add_run_commands(sub)
     return parser
+
+
+def _add_run_commands(sub) -> None:
+    """`bertedu predict`, `bertedu evaluate` and `bertedu export`: using a finished run."""
+    p = sub.add_parser("predict", formatter_class=_HelpFormatter, help="a fine-tuned run's predictions on new text, "
+                                                                       "as JSON lines",
+                       description="Predict with a `bertedu finetune --out` folder: one JSON line per input with the "
+                                   "input, the prediction and its probabilities (per word for tagging; for QA the best "
+                                   "spans with their scores and character offsets). A sentence pair is "
+                                   "first<TAB>second, a question question<TAB>context.")
+    p.add_argument("run", help="a `bertedu finetune --out` folder")
+    p.add_argument("text", nargs="*", help="inputs, one per argument (or use --file)")
+    p.add_argument("--file", help="read the inputs from this file, one per line (- : standard input)")
+    p.add_argument("--out", help="write the JSON lines here instead of standard output")
+    p.add_argument("--top-k", type=positive_int, default=5, help="QA: answer spans listed per question (default: 5)")
+
+    e = sub.add_parser("evaluate", formatter_class=_HelpFormatter, help="score a fine-tuned run on a task's split",
+                       description="Score a `bertedu finetune --out` folder on a split of a task (by default the "
+                                   "test split of the task it was fine-tuned on), read with the run's data seed, "
+                                   "sequence settings and columns; prints the metrics as JSON, as finetune reports "
+                                   "them.")
+    e.add_argument("run", help="a `bertedu finetune --out` folder")
+    e.add_argument("--task", help="an embedded task, a canonical one or a PATH (default: the run's own task)")
+    e.add_argument("--split", default="test", help="the split to score: test, dev, train or an extra split "
+                                                   "(default: test)")
+    e.add_argument("--max-eval", type=positive_int, default=None,
+                   help="score a seeded subsample of at most N examples (the run's --data-seed; default: all)")
+
+    x = sub.add_parser("export", formatter_class=_HelpFormatter, help="write a run as a folder transformers loads",
+                       description="Write RUN as a folder Hugging Face transformers loads with its Auto classes "
+                                   "(AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, "
+                                   "AutoModelForTokenClassification, AutoModelForQuestionAnswering, AutoTokenizer): "
+                                   "config.json (model_type bert, architectures, id2label), model.safetensors, "
+                                   "vocab.txt, tokenizer_config.json, special_tokens_map.json. The folder is loaded "
+                                   "back with transformers and its outputs compared with bertedu's before the "
+                                   "command ends; the largest differences are printed as JSON.")
+    x.add_argument("run", help="a `bertedu pretrain`, `distill` or `finetune` --out folder, minilm, or a masked LM "
+                               "shipped with the course: " + ", ".join(MASKED_LMS))
+    x.add_argument("out", help="the folder to write (new or empty)")
+    x.add_argument("--overwrite", action="store_true", help="write into OUT even if it holds files")
 
 
 def _add_masked_lm_commands(sub) -> None:
@@ -234,8 +279,10 @@ def _warn_past_trained_length(run: str, lengths: list[int]) -> None:
 
 def _fill_mask(args: argparse.Namespace) -> int:
     from .data.vocab import warn_if_unreadable
+    from .training.masked_lms import check_masked_lm
     from .training.pretrain import fill_mask, load_masked_lm_or_run
 
+    check_masked_lm(args.run)  # minilm, a typo, a head never trained: one line, before loading anything
     model, tokenizer = load_masked_lm_or_run(args.run)
     warn_if_unreadable(args.text, tokenizer, "the text's words", f"{args.run}'s", ", so its guesses say little: pick "
                        "a masked LM made for the text's language (English: course-en, minilm-mlm; Chinese: course-zh, "
@@ -289,8 +336,10 @@ def _run(args: argparse.Namespace) -> int:
         from .data.documents import wiki_en_held_out
         from .data.vocab import warn_if_unreadable
         from .training.heldout import masked_accuracy
+        from .training.masked_lms import check_masked_lm
         from .training.pretrain import load_masked_lm_or_run
 
+        check_masked_lm(args.run)
         model, tokenizer = load_masked_lm_or_run(args.run)
         held_out = wiki_en_held_out()  # what masked_accuracy reads by default
         warn_if_unreadable([s for doc in held_out for s in doc], tokenizer, "the held-out English words",
@@ -300,7 +349,58 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "fill-mask":
         return _fill_mask(args)
+    if args.command in ("predict", "evaluate", "export"):
+        return _use_run(args)
     return 2
+
+
+def _use_run(args: argparse.Namespace) -> int:
+    """`bertedu predict`, `evaluate` and `export`."""
+    if args.command == "export":
+        from .training.hf_export import export_to_transformers
+
+        print(json.dumps(export_to_transformers(args.run, args.out, overwrite=args.overwrite), ensure_ascii=False))
+        return 0
+    if args.command == "evaluate":
+        from .training.inference import evaluate_run
+
+        print(json.dumps(evaluate_run(args.run, args.task, args.split, args.max_eval), indent=2, ensure_ascii=False))
+        return 0
+    from .training.inference import predict_texts
+
+    rows = predict_texts(args.run, _input_lines(args), args.top_k)
+    lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(lines)
+    else:
+        sys.stdout.write(lines)
+    return 0
+
+
+def _input_lines(args: argparse.Namespace) -> list[str]:
+    """The inputs of `bertedu predict`: its TEXT arguments, or the lines of --file (blank lines skipped)."""
+    from .errors import MissingFileError, SettingError
+
+    if args.text and args.file:
+        raise SettingError("give the inputs as TEXT arguments or with --file, not both")
+    if args.file is None:
+        if not args.text:
+            raise SettingError("nothing to predict: give TEXT arguments or --file PATH (one input per line)")
+        return list(args.text)
+    if args.file == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        try:
+            lines = open(args.file, encoding="utf-8").read().splitlines()
+        except FileNotFoundError:
+            raise MissingFileError(f"--file {args.file}: no such file") from None
+        except UnicodeDecodeError:
+            raise SettingError(f"--file {args.file} is not UTF-8 text (a binary file?)") from None
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        raise SettingError(f"--file {args.file} holds no input lines")
+    return lines
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from .model.config import BertConfig
 from .family.distilbert import DistilBertConfig, DistilBertForMaskedLM, DistilBertModel
 from .model.encoder import BertModel
 from .model.heads import BertForPreTraining
+from .model.tasks import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 from .family.roberta import RobertaConfig, RobertaForMaskedLM, RobertaModel
 
 # transformers name (after "bert.")            -> bertedu name (after "bert.")
@@ -200,6 +201,15 @@ _PAIRS = [
     _Pair("DistilBertModel", "DistilBertConfig", DistilBertModel, DistilBertConfig, distilbert_to_bertedu_name, False),
 ]
 _SUPPORTED = ", ".join(p.hf_name for p in _PAIRS)
+# The fine-tuned heads (to_hf only): transformers' task classes read the same tensor names
+# ("bert." + the encoder's, "classifier.", "qa_outputs."); their token and QA heads have no pooler.
+_TASK_PAIRS = [
+    _Pair("BertForSequenceClassification", "BertConfig", BertForSequenceClassification, BertConfig,
+          hf_to_bertedu_name, False),
+    _Pair("BertForTokenClassification", "BertConfig", BertForTokenClassification, BertConfig,
+          hf_to_bertedu_name, False),
+    _Pair("BertForQuestionAnswering", "BertConfig", BertForQuestionAnswering, BertConfig, hf_to_bertedu_name, False),
+]
 
 
 def from_hf(hf_model: nn.Module) -> nn.Module:
@@ -227,16 +237,24 @@ def from_hf(hf_model: nn.Module) -> nn.Module:
     return model
 
 
-def to_hf(model: nn.Module) -> nn.Module:
-    """The transformers model with the same weights (the reverse of `from_hf`)."""
+def to_hf(model: nn.Module, labels: Optional[list[str]] = None) -> nn.Module:
+    """The transformers model with the same weights (the reverse of `from_hf`).
+
+    Also the fine-tuned heads of `bertedu.model.tasks` (notebooks 08-11):
+    `BertForSequenceClassification` (pooling="pooler"; num_labels 1 is a regressor),
+    `BertForTokenClassification` (the softmax head) and `BertForQuestionAnswering` -> the
+    transformers classes of the same names. `labels` (the class or tag names, in id order)
+    become the config's id2label / label2id. Refused, in one line, where transformers has no
+    equivalent: mean pooling, a CRF head.
+    """
     import transformers
 
     # the most specific class first: RobertaModel is also a BertModel
-    pair = next((p for cls in type(model).__mro__ for p in _PAIRS if p.ours is cls), None)
+    pair = next((p for cls in type(model).__mro__ for p in _PAIRS + _TASK_PAIRS if p.ours is cls), None)
     if pair is None:
-        raise TypeError(f"to_hf takes a bertedu BertModel or BertForPreTraining "
+        raise TypeError(f"to_hf takes a bertedu BertModel or BertForPreTraining, a fine-tuned task model "
                         f"(or a RoBERTa, ALBERT or DistilBERT model), got {type(model).__name__}")
-    hf_config = getattr(transformers, pair.hf_config)(**model.config.to_hf_dict())
+    hf_config = getattr(transformers, pair.hf_config)(**model.config.to_hf_dict(), **_task_config(model, labels))
     hf_class = getattr(transformers, pair.hf_name)
     if pair.pooler_optional:
         hf_model = hf_class(hf_config, add_pooling_layer=model.pooler is not None)
@@ -257,6 +275,28 @@ def to_hf(model: nn.Module) -> nn.Module:
     hf_model.to(next(model.parameters()).dtype)
     hf_model.train(model.training)
     return hf_model
+
+
+def _task_config(model: nn.Module, labels: Optional[list[str]]) -> dict:
+    """The config fields of a fine-tuned head (num_labels, id2label, label2id, problem_type):
+    empty for an encoder or a pretraining model. Refuses a head transformers cannot run."""
+    if not isinstance(model, (BertForSequenceClassification, BertForTokenClassification)):
+        return {}
+    if getattr(model, "pooling", "pooler") != "pooler":
+        raise ValueError(f"this classifier reads the {model.pooling} of the tokens; transformers' "
+                         "BertForSequenceClassification reads the pooler (tanh(dense([CLS]))): fine-tune with "
+                         "--pooling pooler to export it")
+    if getattr(model, "crf", None) is not None:
+        raise ValueError("this tagger decodes with a CRF, which transformers' BertForTokenClassification does not "
+                         "have (its tags would differ): fine-tune with --head softmax to export it")
+    n = model.num_labels
+    if labels is not None and len(labels) != n:
+        raise ValueError(f"{len(labels)} label names for a head of {n} outputs")
+    names = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(n)]
+    fields = {"num_labels": n, "id2label": dict(enumerate(names)), "label2id": {k: i for i, k in enumerate(names)}}
+    if isinstance(model, BertForSequenceClassification):
+        fields["problem_type"] = "regression" if n == 1 else "single_label_classification"
+    return fields
 
 
 def _load_exact(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
