@@ -44,8 +44,8 @@ def check_masked_lm(name_or_run: str | Path) -> None:
     if name in MASKED_LMS:
         return
     if name == "minilm":
-        raise SettingError("minilm has no MLM head (all-MiniLM-L6-v2 ships its encoder alone): use minilm-mlm, "
-                           "MiniLM given an MLM head")
+        raise SettingError("minilm has no MLM head: use minilm-mlm (all-MiniLM-L6-v2 ships its encoder alone; "
+                           "minilm-mlm is MiniLM given a trained MLM head)")
     folder = Path(name)
     if not folder.is_dir():
         raise MissingFileError(f"{name}: no shipped masked LM and no folder of that name; {shipped_names_hint(name)}")
