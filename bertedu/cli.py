@@ -159,7 +159,7 @@ def _add_run_commands(sub) -> None:
                                    "spans with their scores and character offsets). A sentence pair is "
                                    "first<TAB>second, a question question<TAB>context.")
     p.add_argument("run", help="a `bertedu finetune --out` folder")
-    p.add_argument("text", nargs="*", help="inputs, one per argument (or use --file)")
+    p.add_argument("text", nargs="*", help="the inputs, one per argument (or use --file)")
     p.add_argument("--file", help="read the inputs from this file, one per line (- : standard input)")
     p.add_argument("--out", help="write the JSON lines here instead of standard output")
     p.add_argument("--top-k", type=positive_int, default=5, help="QA: answer spans listed per question (default: 5)")
@@ -238,7 +238,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .training.jobs import TrainingInterrupted
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "predict" and not any(a.startswith("-") for a in extra):
+        args.text += extra  # TEXTs after an option: argparse gave the nargs="*" positional nothing at RUN
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     # A warning is one line on the command line too, named like the errors (and put back after,
     # for a caller that runs main() in its own process).
     python_format = warnings.formatwarning

@@ -1,0 +1,143 @@
+"""`bertedu predict`, `bertedu evaluate` and what `bertedu fill-mask` now refuses.
+
+Predictions are checked against the model itself (its logits' softmax for the text, encoded
+independently), not only for their shape."""
+
+import io
+import json
+
+import pytest
+import torch
+
+from bertedu.cli import main
+from bertedu.training.finetune import load_finetuned
+from tiny_runs import TAGS, TOPICS, finetune_run, pretrain_run
+
+
+def _lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_classification_gives_the_input_the_label_and_the_models_probabilities(tmp_path, capsys):
+    run = finetune_run(tmp_path / "run", "classification")
+    texts = ["the film was good", "北京是中国的首都"]
+    assert main(["predict", str(run), *texts]) == 0
+    rows = _lines(capsys.readouterr().out)
+    model, tokenizer, _ = load_finetuned(run)
+    for text, row in zip(texts, rows):
+        enc = tokenizer.encode(text)
+        with torch.no_grad():
+            probs = model(torch.tensor([enc.input_ids]), torch.tensor([enc.token_type_ids])).logits[0].softmax(-1)
+        assert row["input"] == {"text": text}
+        assert list(row["probabilities"]) == TOPICS and row["prediction"] == TOPICS[int(probs.argmax())]
+        assert [round(p, 6) for p in probs.tolist()] == list(row["probabilities"].values())
+
+
+def test_pairs_and_questions_are_split_at_the_tab_and_a_line_without_one_is_refused(tmp_path, capsys):
+    pair = finetune_run(tmp_path / "pair", "pair-classification")
+    assert main(["predict", str(pair), "he loved it\tshe loved it"]) == 0
+    (row,) = _lines(capsys.readouterr().out)
+    assert row["input"] == {"text": "he loved it", "text_pair": "she loved it"}
+    assert abs(sum(row["probabilities"].values()) - 1) < 1e-5
+    assert main(["predict", str(pair), "no tab here"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no TAB" in err and "first sentence<TAB>second sentence" in err
+
+
+def test_tagging_gives_a_tag_and_its_probability_per_word(tmp_path, capsys):
+    run = finetune_run(tmp_path / "run", "tagging")
+    assert main(["predict", str(run), "John lives in New York.", "北京是中国的首都"]) == 0
+    english, chinese = _lines(capsys.readouterr().out)
+    assert english["words"] == ["John", "lives", "in", "New", "York", "."]
+    assert chinese["words"] == list("北京是中国的首都")  # one character per word, as the Chinese tasks are tagged
+    for row in (english, chinese):
+        assert len(row["prediction"]) == len(row["probabilities"]) == len(row["words"])
+        assert set(row["prediction"]) <= set(TAGS) and all(1 / len(TAGS) <= p <= 1 for p in row["probabilities"])
+    crf = finetune_run(tmp_path / "crf", "tagging", head="crf")
+    assert main(["predict", str(crf), "John lives in New York."]) == 0
+    (row,) = _lines(capsys.readouterr().out)
+    assert len(row["prediction"]) == 6 and row["probabilities"] is None  # a Viterbi path: no per-word softmax
+
+
+def test_qa_gives_spans_of_the_context_with_scores(tmp_path, capsys):
+    run = finetune_run(tmp_path / "run", "qa")
+    context = "John lives in New York. He loved every minute of the film, and the film was good."
+    assert main(["predict", str(run), "--top-k", "4", f"who lives in New York?\t{context}"]) == 0
+    (row,) = _lines(capsys.readouterr().out)
+    assert row["input"] == {"question": "who lives in New York?", "context": context}
+    answers = row["answers"]
+    assert 1 <= len(answers) <= 4 and row["prediction"] == answers[0]["text"]
+    assert all(context[a["start"]:a["end"]] == a["text"] for a in answers)
+    assert [a["score"] for a in answers] == sorted((a["score"] for a in answers), reverse=True)
+    assert abs(sum(a["probability"] for a in answers) - 1) < 1e-4
+
+
+def test_inputs_from_a_file_or_stdin_and_output_to_a_file(tmp_path, capsys, monkeypatch):
+    run = finetune_run(tmp_path / "run", "classification")
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("the film was good\n\nthe film was bad\n", encoding="utf-8")
+    assert main(["predict", str(run), "--file", str(inputs), "--out", str(tmp_path / "out.jsonl")]) == 0
+    assert capsys.readouterr().out == ""
+    rows = _lines((tmp_path / "out.jsonl").read_text(encoding="utf-8"))
+    assert [r["input"]["text"] for r in rows] == ["the film was good", "the film was bad"]  # blank lines skipped
+    monkeypatch.setattr("sys.stdin", io.StringIO("the film was good\n"))
+    assert main(["predict", str(run), "--file", "-"]) == 0
+    assert _lines(capsys.readouterr().out) == rows[:1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--file", "missing.txt"], "no such file"),
+    ([], "nothing to predict"),
+    (["x", "--file", "in.txt"], "not both"),
+])
+def test_predict_mistakes_are_one_line(tmp_path, capsys, args, message, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = finetune_run(tmp_path / "run", "classification")
+    (tmp_path / "in.txt").write_text("a\n")
+    assert main(["predict", str(run), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err
+
+
+def test_predict_on_a_masked_lm_points_to_fill_mask(capsys):
+    assert main(["predict", "course-en", "a text"]) == 2
+    assert "use `bertedu fill-mask`" in capsys.readouterr().err
+
+
+def _sst_folder(folder):
+    folder.mkdir()
+    rows = [("the film was good", "person"), ("a dog", "animal"), ("bread and fish", "food"), ("he lives", "person")]
+    for split in ("train", "dev", "test"):
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in rows))
+    return folder
+
+
+def test_evaluate_scores_a_saved_run_as_finetune_would(tmp_path, capsys):
+    from bertedu.data.task_data import load_task
+    from bertedu.training.inference import RunSettings, run_io
+    from bertedu.training.taskio import predict
+
+    data = _sst_folder(tmp_path / "data")
+    run = finetune_run(tmp_path / "run", "classification", task=str(data))
+    assert main(["evaluate", str(run)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    model, tokenizer, info = load_finetuned(run)
+    task = load_task(str(data))
+    io_ = run_io(info, tokenizer, RunSettings(64), task)
+    expected = io_.score(task.test, predict(model, io_, task.test)[0])
+    assert printed["metrics"] == expected and printed["examples"] == 4 and printed["split"] == "test"
+    assert main(["evaluate", str(run), "--task", "ner-en"]) == 2
+    assert "is a tagging task" in capsys.readouterr().err
+
+
+def test_fill_mask_refuses_what_has_no_trained_mlm_head_and_names_the_shipped_models(tmp_path, capsys):
+    cases = [(["minilm"], "minilm has no MLM head: use minilm-mlm"),
+             (["course-em"], "did you mean course-en"),
+             ([str(pretrain_run(tmp_path / "student", distilled_from="minilm"))], "MLM head was never trained"),
+             ([str(finetune_run(tmp_path / "ft", "classification"))], "use `bertedu predict")]
+    for args, message in cases:
+        for command in ("fill-mask", "masked-accuracy"):
+            assert main([command, *args] + (["the [MASK] ."] if command == "fill-mask" else [])) == 2
+            err = capsys.readouterr().err.strip()
+            assert err.count("\n") == 0 and message in err, (command, err)
+    assert main(["fill-mask", str(pretrain_run(tmp_path / "pretrained")), "the [MASK] ."]) == 0  # a trained head
