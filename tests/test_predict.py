@@ -141,3 +141,50 @@ def test_fill_mask_refuses_what_has_no_trained_mlm_head_and_names_the_shipped_mo
             err = capsys.readouterr().err.strip()
             assert err.count("\n") == 0 and message in err, (command, err)
     assert main(["fill-mask", str(pretrain_run(tmp_path / "pretrained")), "the [MASK] ."]) == 0  # a trained head
+
+
+def _finetuned(tmp_path, task: str, **settings):
+    from bertedu.training.finetune import FinetuneConfig, finetune
+    from tiny_runs import write_vocab
+
+    vocab = write_vocab(tmp_path / "vocab")
+    out = tmp_path / "run"
+    quick = dict(init="random", preset="tiny", vocab=str(vocab), steps=2, batch_size=4,
+                 max_seq_length=32, progress=False, log_every=1)
+    return out, finetune(FinetuneConfig(task=task, out=str(out), **{**quick, **settings}))
+
+
+def test_finetune_writes_the_input_and_scores_and_evaluate_reproduces_its_results(tmp_path, capsys):
+    data = _sst_folder(tmp_path / "data")
+    out, results = _finetuned(tmp_path, str(data))
+    for split in ("dev", "test"):
+        rows = _lines((out / f"predictions_{split}.jsonl").read_text(encoding="utf-8"))
+        assert [r["input"]["text"] for r in rows] == ["the film was good", "a dog", "bread and fish", "he lives"]
+        for r in rows:
+            assert r["prediction"] == max(r["scores"], key=r["scores"].get)
+            assert abs(sum(r["scores"].values()) - 1) < 1e-5
+        assert main(["evaluate", str(out), "--split", split]) == 0
+        assert json.loads(capsys.readouterr().out)["metrics"] == results[split]  # the saved best weights' scores
+    assert main(["predict", str(out), "the film was good"]) == 0
+    (row,) = _lines(capsys.readouterr().out)
+    assert row["probabilities"] == _lines((out / "predictions_test.jsonl").read_text())[0]["scores"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task, settings", [
+    ("ner-en", dict(max_train=8, max_eval=4)),
+    ("qa-cloze-en", dict(max_train=8, max_eval=4, max_seq_length=64, doc_stride=32, max_query_length=24)),
+])
+def test_tagging_and_qa_runs_end_to_end(tmp_path, capsys, task, settings):
+    """A real tiny run of each: its predictions file carries the input and scores, evaluate with
+    the run's --max-eval reproduces its test metrics, and the export matches bertedu."""
+    out, results = _finetuned(tmp_path, task, **settings)
+    rows = _lines((out / "predictions_test.jsonl").read_text(encoding="utf-8"))
+    if task == "ner-en":
+        assert all(len(r["input"]["words"]) == len(r["prediction"]) == len(r["scores"]) for r in rows)
+    else:
+        assert all(r["input"]["context"][r["scores"]["start"]:r["scores"]["end"]] == r["prediction"] for r in rows)
+    assert main(["evaluate", str(out), "--max-eval", "4"]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"] == results["test"]
+    assert main(["export", str(out), str(tmp_path / "hf")]) == 0
+    assert max(json.loads(capsys.readouterr().out)["checked"].values()) <= 1e-5

@@ -504,9 +504,19 @@ def attach_task_teacher(model, teacher_run: str, task, vocab: Path, soft_weight:
 
 
 def _write_predictions(path: Path, examples, predictions, io: TaskIO, with_gold: bool) -> None:
+    """One JSON line per example: its id, input (the text, a pair's two texts, the words, or the
+    question and context), prediction, gold and scores (`taskio.Predictions.scores`)."""
+    scores = getattr(predictions, "scores", None) or [None] * len(predictions)
     with open_atomic(path) as f:
-        for i, (e, p) in enumerate(zip(examples, predictions)):
-            row = {"id": e.id or str(i), "prediction": p, "gold": io.gold(e) if with_gold else None}
+        for i, (e, p, score) in enumerate(zip(examples, predictions, scores)):
+            if hasattr(e, "question"):
+                given = {"question": e.question, "context": e.context}
+            elif hasattr(e, "tokens"):
+                given = {"words": list(e.tokens)}
+            else:
+                given = {"text": e.text_a, **({"text_pair": e.text_b} if e.text_b is not None else {})}
+            row = {"id": e.id or str(i), "input": given, "prediction": p, "gold": io.gold(e) if with_gold else None,
+                   "scores": score}
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 

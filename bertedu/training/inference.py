@@ -60,6 +60,7 @@ class RunSettings:
     batch_size: int = 32
     data_seed: int = 0
     columns: tuple = ()  # a PATH task's (setting, column) pairs: text_column, text_pair_column, label_column
+    task: Optional[str] = None  # the run's --task (a name, or the PATH its data was read from)
 
     def resolved_max_seq_length(self, kind: str) -> int:
         return self.max_seq_length
@@ -93,7 +94,7 @@ def load_run(run: str | Path):
     fields = ("doc_stride", "max_query_length", "max_answer_length", "segment_ids", "batch_size", "data_seed")
     columns = tuple((k, config[k]) for k in ("text_column", "text_pair_column", "label_column") if config.get(k))
     settings = RunSettings(info["max_seq_length"], **{k: config[k] for k in fields if config.get(k) is not None},
-                           columns=columns)
+                           columns=columns, task=config.get("task") or info["task"])
     return model, tokenizer, info, settings
 
 
@@ -157,8 +158,9 @@ def predict_texts(run: str | Path, lines: list[str], top_k: int = 5) -> list[dic
     predictions = io.decode(examples, items, rows)
     if info["kind"] == "qa":  # one item per window: the rows of an example are found by its index
         return [_qa_row(e, p, io, items, rows, i, top_k) for i, (e, p) in enumerate(zip(examples, predictions))]
-    return [{"input": _given(line, e), **_output(e, p, io, item, row)}
-            for line, e, p, item, row in zip(lines, examples, predictions, items, rows)]
+    words = [{"words": list(e.tokens)} if isinstance(e, TaggingExample) else {} for e in examples]
+    return [{"input": _given(line, e), **w, "prediction": p, "probabilities": score}
+            for line, e, w, p, score in zip(lines, examples, words, predictions, predictions.scores)]
 
 
 def _given(line: str, example) -> dict:
@@ -177,9 +179,9 @@ def evaluate_run(run: str | Path, task_name: Optional[str] = None, split: str = 
     from .taskio import predict
 
     model, tokenizer, info, settings = load_run(run)
-    name = task_name or info["task"]
+    name = task_name or settings.task
     with as_user_error(f"--task {name}", FileNotFoundError, ValueError, KeyError):
-        task = load_task(name, seed=settings.data_seed, **(dict(settings.columns) if name == info["task"] else {}))
+        task = load_task(name, seed=settings.data_seed, **(dict(settings.columns) if name == settings.task else {}))
     if max_eval is not None:
         task = task.subsample(None, max_eval, settings.data_seed)
     _check_task_fits(task, info, str(run))
@@ -203,28 +205,6 @@ def _check_task_fits(task, info: dict, run: str) -> None:
     if list(task.labels) != list(info["labels"]):
         raise SettingError(f"{run} was fine-tuned on {info['task']} with labels {', '.join(info['labels'])}; "
                            f"{task.name} has labels {', '.join(task.labels)}")
-
-
-def _output(example, prediction, io: TaskIO, item: dict, row: torch.Tensor) -> dict:
-    """A classification or tagging input's prediction and probabilities."""
-    if isinstance(example, TaggingExample):
-        return {"words": list(example.tokens), "prediction": prediction,
-                "probabilities": word_probabilities(row, item["word_ids"], len(example.tokens))}
-    probs = row.float().softmax(-1).tolist()
-    return {"prediction": prediction, "probabilities": {label: round(p, 6) for label, p in zip(io.task.labels, probs)}}
-
-
-def word_probabilities(row: torch.Tensor, word_ids: list, num_words: int) -> Optional[list]:
-    """Each word's probability of its predicted tag (the softmax at its first piece); None for
-    a word cut by truncation, and None altogether for a CRF's Viterbi tags (a 1-D row)."""
-    if row.dim() != 2:
-        return None
-    probs = row.float().softmax(-1)  # (T, C)
-    first = {}
-    for position, word in enumerate(word_ids):
-        if word is not None and word not in first:
-            first[word] = position
-    return [round(float(probs[first[w]].max()), 6) if w in first else None for w in range(num_words)]
 
 
 def _qa_row(example, prediction: str, io: QAIO, items: list, rows: list, index: int, top_k: int) -> dict:

@@ -51,6 +51,31 @@ class InputSettings(Protocol):
     def resolved_max_seq_length(self, kind: str) -> int: ...
 
 
+class Predictions(list):
+    """One prediction per example (a list, as `decode` always returned), with `scores`: per
+    example, what the prediction rests on. Classification: {label: probability}; tagging: each
+    word's probability of its tag (None with a CRF, whose Viterbi path has none); QA: the
+    answer span's score (start logit + end logit) and character offsets, and with unanswerable
+    questions its null margin. `bertedu finetune` writes both to predictions_*.jsonl."""
+
+    def __init__(self, predictions, scores):
+        super().__init__(predictions)
+        self.scores = list(scores)
+
+
+def word_probabilities(row: torch.Tensor, word_ids: list, num_words: int) -> Optional[list]:
+    """Each word's probability of its predicted tag (the softmax at its first piece, rounded to
+    6 places); None for a word cut by truncation, and None altogether for a CRF's tags (a 1-D row)."""
+    if row.dim() != 2:
+        return None
+    probs = row.float().softmax(-1)  # (T, C)
+    first = {}
+    for position, word in enumerate(word_ids):
+        if word is not None and word not in first:
+            first[word] = position
+    return [round(float(probs[first[w]].max()), 6) if w in first else None for w in range(num_words)]
+
+
 def _inputs(items: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
     return {
         "input_ids": pad_rows([it["input_ids"] for it in items], pad_token_id),  # (B, T)
@@ -112,8 +137,10 @@ class ClassificationIO(TaskIO):
     def rows(self, out, items) -> list[torch.Tensor]:
         return list(out.logits.float().cpu())  # B rows of (C,)
 
-    def decode(self, examples, items, rows) -> list[str]:
-        return [self.task.labels[int(r.argmax())] for r in rows]
+    def decode(self, examples, items, rows) -> Predictions:
+        probabilities = [r.float().softmax(-1).tolist() for r in rows]
+        return Predictions([self.task.labels[int(r.argmax())] for r in rows],
+                           [{label: round(p, 6) for label, p in zip(self.task.labels, probs)} for probs in probabilities])
 
     def gold(self, example):
         return example.label
@@ -165,10 +192,11 @@ class TaggingIO(TaskIO):
         logits = out.logits.float().cpu()  # (B, T, C)
         return [logits[i, : len(it["input_ids"])] for i, it in enumerate(items)]  # (T_i, C) each
 
-    def decode(self, examples, items, rows) -> list[list[str]]:
+    def decode(self, examples, items, rows) -> Predictions:
         labels = self.task.labels
-        return [[labels[p] for p in word_predictions(r, it["word_ids"], it["num_words"], fill=self.outside)]
-                for it, r in zip(items, rows)]
+        return Predictions([[labels[p] for p in word_predictions(r, it["word_ids"], it["num_words"], fill=self.outside)]
+                            for it, r in zip(items, rows)],
+                           [word_probabilities(r, it["word_ids"], it["num_words"]) for it, r in zip(items, rows)])
 
     def gold(self, example):
         return list(example.tags)
@@ -206,7 +234,8 @@ class QAIO(TaskIO):
         self.max_answer_length = max_answer_length
         self.version2, self.null_threshold = version2, 0.0
         self.last_spans: list[str] = []  # the latest decode's best non-null answers ...
-        self.last_null_margins: list[float] = []  # ... and null score - best span score
+        self.last_null_margins: list[float] = []  # ... and null score - best span score ...
+        self.last_scores: list[dict] = []  # ... and their scores and character offsets
 
     def encode(self, examples, training: bool = False) -> list[_Window]:
         windows = []
@@ -235,7 +264,7 @@ class QAIO(TaskIO):
         by_example: dict[int, list] = {}
         for w, r in zip(items, rows):
             by_example.setdefault(w.example, []).append((w.feature, r))
-        spans, margins = [], []
+        spans, margins, scores = [], [], []
         for i, e in enumerate(examples):
             windows = by_example.get(i, [])
             try:
@@ -244,16 +273,19 @@ class QAIO(TaskIO):
                 spans.append(best.text)
                 null = min(float(s[0] + t[0]) for _, (s, t) in windows)  # [CLS]: position 0 of each window
                 margins.append(null - best.score)
+                scores.append({"score": round(best.score, 4), "start": best.start_char, "end": best.end_char})
             except ValueError:  # no window with a valid span (an empty context)
                 spans.append("")
                 margins.append(float("inf"))
-        self.last_spans, self.last_null_margins = spans, margins
+                scores.append({"score": None, "start": None, "end": None})
+        self.last_spans, self.last_null_margins, self.last_scores = spans, margins, scores
         return self._decide(spans, margins)
 
-    def _decide(self, spans: list[str], margins: list[float]) -> list[str]:
+    def _decide(self, spans: list[str], margins: list[float]) -> Predictions:
         if not self.version2:
-            return spans
-        return ["" if m > self.null_threshold else s for s, m in zip(spans, margins)]
+            return Predictions(spans, self.last_scores)
+        scores = [{**score, "null_margin": round(m, 4)} for score, m in zip(self.last_scores, margins)]
+        return Predictions(["" if m > self.null_threshold else s for s, m in zip(spans, margins)], scores)
 
     def choose_null_threshold(self, examples) -> list[str]:
         """SQuAD 2.0: set `null_threshold` to the one that maximises F1 on `examples` (dev),
