@@ -22,6 +22,12 @@ The jobs (each a `bertedu` subcommand):
     distill.py      `bertedu distill`: a smaller student from a teacher
     export.py       a finished pretraining run as a shipped model folder (whole, or minilm-mlm's way)
 
+Using a finished run (the `bertedu` subcommands of the same names):
+
+    inference.py    `bertedu predict` (new text -> JSON lines with probabilities), `bertedu evaluate`
+    hf_export.py    `bertedu export`: any run or shipped model as a folder transformers' Auto classes load
+    masked_lms.py   which masked LM a name or folder means, and whether its MLM head was trained
+
 May import: `bertedu.model`, `bertedu.family`, `bertedu.data`, `bertedu.pretrained`,
 `bertedu.interop`, `bertedu.errors`, `bertedu.utils`. Never `bertedu.course` or the CLI.
 """
