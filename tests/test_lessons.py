@@ -16,7 +16,6 @@ from bertedu.course.lessons import COPIED, lesson_report, problems
 LESSONS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 NOT_YET = {
-    "00": {"ignore-comments", "no-map", "no-predict"},
     "01": {"cells", "code-lines", "copied-exercise", "no-map", "no-predict", "words"},
     "02": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
     "03": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
@@ -39,14 +38,14 @@ NOT_YET = {
 }
 
 
-def test_every_lesson_is_listed():
-    assert [p.name[:2] for p in LESSONS] == sorted(NOT_YET), "a lesson was added or removed: update NOT_YET"
+def test_not_yet_names_only_lessons():
+    assert set(NOT_YET) <= {p.name[:2] for p in LESSONS}, "NOT_YET names a lesson that does not exist"
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name[:2])
 def test_lesson_limits(path):
     report = lesson_report(path)
-    found, known = problems(report), NOT_YET[path.name[:2]]
+    found, known = problems(report), NOT_YET.get(path.name[:2], set())
     detail = {"words": report["words"], "cells": report["cells"], "longest code cell": report["longest_code"],
               "exercises": report["exercises"]}
     assert not found - known, f"{path.name} now also breaks {sorted(found - known)}: {detail}"
