@@ -155,3 +155,22 @@ def test_strip_command_line(tmp_path, capsys):
     ex.main(["strip", str(ALL[0]), str(tmp_path)])
     assert (tmp_path / ALL[0].name).is_file()
     assert "wrote 1 learner notebooks" in capsys.readouterr().out
+
+
+def test_learn_makes_copies_once_and_keeps_the_learners_work(tmp_path, capsys):
+    """`python -m bertedu.course.exercises learn`: the README's one command for a learner."""
+    import shutil
+
+    src = tmp_path / "notebooks"
+    (src / "appendix").mkdir(parents=True)
+    shutil.copy(NOTEBOOKS / "00_course_map.ipynb", src / "00_course_map.ipynb")
+    shutil.copy(NOTEBOOKS / "02_embeddings.ipynb", src / "appendix" / "a1.ipynb")
+    out = tmp_path / "learner"
+    ex.main(["learn", "--src", str(src), "--out", str(out), "--no-open"])
+    assert "2 new copies" in capsys.readouterr().out
+    copy = out / "00_course_map.ipynb"
+    assert ex.BEGIN not in copy.read_text() and (out / "appendix" / "a1.ipynb").is_file()
+    copy.write_text(copy.read_text().replace("# 00", "# 00 (my notes)"))  # the learner's own work
+    mine = copy.read_text()
+    ex.main(["learn", "--src", str(src), "--out", str(out), "--no-open"])
+    assert "0 new copies" in capsys.readouterr().out and copy.read_text() == mine

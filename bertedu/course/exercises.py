@@ -18,6 +18,10 @@ version is made by one command, which uses nbgrader's own ``ClearSolutions`` pre
 
     python -m bertedu.course.exercises strip notebooks/ learner/
 
+A learner makes their own copies once and opens them with ``python -m bertedu.course.exercises
+learn`` (copies into learner/, which git ignores; a copy that exists holds the learner's work and
+is never overwritten).
+
 Each solution cell also stores a deliberately wrong answer in
 ``metadata.bertedu.wrong_answer`` and a fragment of the message its check must print
 (``metadata.bertedu.expect``); tests/test_exercises.py runs every check against the
@@ -295,15 +299,53 @@ def strip(src: str | Path, out: str | Path) -> list[Path]:
     return written
 
 
+def learner_copies(src: str | Path, out: str | Path) -> tuple[list[Path], list[Path]]:
+    """The learner's copies of the notebooks in ``src`` (and of its appendix/) in ``out``, made
+    once: a copy that exists already holds the learner's work and is kept, never overwritten.
+    Returns (written, kept)."""
+    import nbformat
+
+    src, out = Path(src), Path(out)
+    written, kept = [], []
+    for folder in (src, src / "appendix"):
+        if not folder.is_dir():
+            continue
+        target_folder = out / folder.relative_to(src)
+        target_folder.mkdir(parents=True, exist_ok=True)
+        for path in sorted(folder.glob("*.ipynb")):
+            target = target_folder / path.name
+            if target.exists():
+                kept.append(target)
+                continue
+            nbformat.write(learner_version(nbformat.read(path, as_version=4)), target)
+            written.append(target)
+    if not written and not kept:
+        raise FileNotFoundError(f"no .ipynb files in {src}")
+    return written, kept
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bertedu.course.exercises", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("strip", help="write the learner's notebooks (solutions removed)")
     p.add_argument("src", help="a notebook or a folder of notebooks (e.g. notebooks/)")
     p.add_argument("out", help="the folder to write the learner's notebooks to")
+    p = sub.add_parser("learn", help="make your own copies of the course (once; your work is kept) and open them")
+    p.add_argument("--src", default="notebooks", help="the course's notebooks (default: notebooks)")
+    p.add_argument("--out", default="learner", help="your copies (default: learner; ignored by git)")
+    p.add_argument("--no-open", action="store_true", help="make the copies, do not start JupyterLab")
     args = parser.parse_args(argv)
-    written = strip(args.src, args.out)
-    print(f"wrote {len(written)} learner notebooks to {args.out}")
+    if args.command == "strip":
+        written = strip(args.src, args.out)
+        print(f"wrote {len(written)} learner notebooks to {args.out}")
+        return
+    written, kept = learner_copies(args.src, args.out)
+    print(f"{args.out}/: {len(written)} new copies without solutions, {len(kept)} of yours kept as they are")
+    if not args.no_open:
+        import subprocess
+        import sys
+
+        subprocess.run([sys.executable, "-m", "jupyterlab", str(args.out)], check=False)
 
 
 if __name__ == "__main__":
