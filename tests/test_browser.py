@@ -38,7 +38,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 TAG = "browser-test"
-STORED = ("03", "04", "05")  # opened as stored: the notebooks with Chinese figures, bertviz, widgets
+STORED = ("00", "03", "04", "05")  # opened as stored: the map of BERT, Chinese figures, bertviz, widgets
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
@@ -258,6 +258,18 @@ def test_a_stored_notebook_opens_unmodified(lab, browser, number):
     browser.save_screenshot(str(lab[2] / f"stored_{number}.png"))
     assert dirty == 0, f"opening notebook {number} marked it modified (kernelspec or other metadata rewritten)"
     assert "Javascript Error" not in _page_text(browser)
+
+
+def test_the_map_of_bert_shows(lab, browser):
+    """Notebook 00's pictures, the "you are here" map of BERT first, render as images in JupyterLab."""
+    _open(browser, lab, "stored_00.ipynb")
+    images = browser.execute_script("""
+        return [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output img')]
+            .map(img => ({done: img.complete, width: img.naturalWidth}));
+    """)
+    browser.save_screenshot(str(lab[2] / "stored_00_map.png"))
+    assert len(images) >= 2, f"expected the map and the histogram, found {images}"
+    assert all(i["done"] and i["width"] > 200 for i in images), f"an image did not render: {images}"
 
 
 def test_stored_bertviz_view_says_what_to_run(lab, browser):
