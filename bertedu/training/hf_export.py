@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import OutputFolderError, SettingError, as_user_error
+from ..errors import DataUnavailableError, OutputFolderError, SettingError, as_user_error
 from ..model.constants import MERGES_NAME, VOCAB_NAME
 from ..data.tokenizer import CLS, MASK, PAD, SEP, UNK
 from .masked_lms import FINETUNE_TASK, check_masked_lm, mlm_head_trained, nsp_head_trained
@@ -68,6 +68,11 @@ def load_for_export(source: str):
 def export_to_transformers(source: str, out: str | Path, overwrite: bool = False) -> dict:
     """Write OUT (see the module docstring) and check it: returns {"out", "architecture",
     "labels", "checked": {transformers Auto class: max |logit difference| against bertedu}}."""
+    import importlib.util
+
+    if importlib.util.find_spec("transformers") is None:
+        raise DataUnavailableError("bertedu export writes a folder for Hugging Face transformers and loads it back "
+                                   "to check it: install transformers (pip install transformers, or the [course] extra)")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutputFolderError(f"{out} is a file: OUT must be a folder (new or empty)")
