@@ -9,6 +9,7 @@
     slides.py           slide tags for RISE / nbconvert
     ngram.py            count-based masked-token predictors, a reference line for pretraining
     flops.py            notebook 12's FLOP count of a forward pass, rung by rung of the speed ladder
+    long_inputs.py      notebook 14's study: head, tail, head + tail, sliding windows on frozen features
     lm_study.py         notebook 17's study: BERT, GPT and an ELMo-style model on the same windows, the
                         middle-word fill, the two-sense probe (shared with benchmarks/elmo_study.py)
 

@@ -6,7 +6,8 @@ written out and the fast path on `tokenizers`, notebook 01) and how its vocabula
 (`corpora.py`, `sentences.py`), vocabularies (`vocab.py`), MLM masking (`masking.py`,
 notebook 05), NSP and SOP pairs and packing (`pretraining.py`, `sop.py`, `packing.py`,
 `stream.py` for corpora larger than memory; `documents.py` for whole documents cut into
-`[CLS] pieces [SEP]` runs, minilm-mlm's and distillation's), the published task formats and a user's own
+`[CLS] pieces [SEP]` runs, minilm-mlm's and distillation's; `long_documents.py`, whole Bible chapters
+labelled by genre for notebook 14), the published task formats and a user's own
 files (`formats.py`, `files.py`, `user_files.py`, `task_data.py`), and fine-tuning inputs:
 word labels to pieces and back (`tagging.py`), the QA sliding window and span decoding
 (`qa.py`), and `pad_rows` (`padding.py`), the right-padding every collator uses.
