@@ -312,3 +312,25 @@ def test_variants_save_and_load_through_the_checkpoint_module(tmp_path):
         for k in a:
             assert torch.equal(a[k], b[k]), (family, k)
         assert fresh.mlm.decoder.weight is fresh.bert.embeddings.word_embeddings.weight
+
+
+def test_roberta_pairs_read_as_transformers_roberta_tokenizer_builds_them():
+    """<s> A </s></s> B </s>, every token type 0: the separators mark where A ends (notebook 15)."""
+    import tempfile
+
+    from tokenizers import ByteLevelBPETokenizer
+
+    from bertedu.family.roberta import pair_input_ids
+
+    assert pair_input_ids([5, 6], [7]) == [0, 5, 6, 2, 2, 7, 2]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(["the cat sat on the mat.", "it was tired and it slept."] * 20, vocab_size=300,
+                            min_frequency=2, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                            show_progress=False)
+    names = ("vocab", "merges") if int(transformers.__version__.split(".")[0]) >= 5 else ("vocab_file", "merges_file")
+    with tempfile.TemporaryDirectory() as folder:
+        bpe.save_model(folder)
+        hf = transformers.RobertaTokenizer(**{names[0]: f"{folder}/vocab.json", names[1]: f"{folder}/merges.txt"})
+        pair = hf("The cat sat.", "It was tired.", return_token_type_ids=True)
+    assert pair["input_ids"] == pair_input_ids(bpe.encode("The cat sat.").ids, bpe.encode("It was tired.").ids)
+    assert set(pair["token_type_ids"]) == {0}

@@ -6,7 +6,8 @@ this module holds only what differs, as a config and two small subclasses.
     training   MLM only, no NSP; dynamic masking; long FULL-SENTENCES inputs; bigger
                batches, more data (the recipe, not the model: see the pretraining code)
     vocabulary byte-level BPE, 50,265 pieces; <s>=0, <pad>=1, </s>=2
-    segments   one token type (type_vocab_size=1): there is no sentence B to mark
+    segments   one token type (type_vocab_size=1); a pair still reads as <s> A </s></s> B </s>
+               (`pair_input_ids`): the separators, not a segment embedding, mark where A ends
     positions  numbered from pad_token_id + 1 and per sequence, skipping padding
                (`create_position_ids`), as fairseq's reference implementation does; so
                514 position rows hold 512 tokens
@@ -101,3 +102,10 @@ class RobertaForMaskedLM(BertForMaskedLM):
     def __init__(self, config: RobertaConfig):
         super().__init__(config, bert=RobertaModel(config, add_pooler=False))
         self.mlm.act = F.gelu  # RoBERTa's head uses the exact GELU whatever hidden_act says
+
+
+def pair_input_ids(ids_a: list[int], ids_b: list[int], cls_token_id: int = 0, sep_token_id: int = 2) -> list[int]:
+    """RoBERTa's sentence pair, `<s> A </s></s> B </s>`, as fairseq and transformers' RobertaTokenizer
+    build it (notebook 15). Every token has type 0: the two separators mark where A ends.
+    Defaults: RoBERTa's ids, <s> = 0 and </s> = 2."""
+    return [cls_token_id, *ids_a, sep_token_id, sep_token_id, *ids_b, sep_token_id]
