@@ -195,3 +195,40 @@ def test_layerwise_loss_is_zero_for_the_teacher_itself_and_positive_for_a_studen
     with pytest.raises(ValueError, match="same number of heads"):
         tinybert_layer_loss(s_out.hidden_states, t_out.hidden_states, s_out.attentions,
                             tuple(a[:, :1] for a in t_out.attentions), proj, mask)
+
+
+# ---- soft targets against hard labels on the masked positions (notebook 18) -----------------
+
+def test_masked_position_logits_are_the_full_logits_at_the_masked_positions():
+    from bertedu.family.distillation import masked_position_logits
+
+    t = teacher(2).eval()
+    ids = torch.randint(1, 90, (2, 7), generator=torch.Generator().manual_seed(0))
+    labels = torch.full_like(ids, -100)
+    labels[0, 2], labels[1, 5], labels[1, 1] = 4, 6, 9
+    with torch.no_grad():
+        full = t(ids).mlm_logits  # (B, T, V)
+        rows = masked_position_logits(t, ids, labels)  # (M, V)
+    assert rows.shape == (3, t.config.vocab_size)
+    torch.testing.assert_close(rows, full[labels != -100])  # reading order: (0, 2), (1, 1), (1, 5)
+
+
+def test_masked_lm_student_learns_hard_labels_or_the_teachers_soft_targets():
+    from bertedu.family.distillation import MaskedLMStudent, masked_position_logits
+
+    t = teacher(4).eval()
+    ids = torch.randint(1, 90, (2, 8), generator=torch.Generator().manual_seed(1))
+    labels = torch.full_like(ids, -100)
+    labels[:, 3] = ids[:, 3]
+    hard, soft = MaskedLMStudent(student_from_teacher(t).eval()), MaskedLMStudent(student_from_teacher(t).eval(), t, 3.0)
+    with torch.no_grad():
+        s_rows = masked_position_logits(hard.student, ids, labels)
+        t_rows = masked_position_logits(t, ids, labels)
+        torch.testing.assert_close(hard(ids, labels=labels).loss, masked_lm_loss(s_rows, ids[:, 3]))
+        torch.testing.assert_close(soft(ids, labels=labels).loss, soft_target_loss(s_rows, t_rows, 3.0))
+    # the teacher is no part of the module: only the student's parameters train, and it stays in eval mode
+    assert sum(p.numel() for p in soft.parameters()) == sum(p.numel() for p in soft.student.parameters())
+    soft.train()
+    assert soft.student.training and not t.training
+    soft(ids, labels=labels).loss.backward()
+    assert all(p.grad is None for p in t.parameters())

@@ -32,7 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..model.constants import IGNORE_INDEX
 from ..model.heads import masked_lm_loss
+from ..model.outputs import MaskedLMOutput
 
 
 def soft_target_loss(
@@ -255,3 +257,47 @@ def detach_task_teacher(model) -> None:
         model.__class__ = model.__class__.__mro__[2]
         for name in ("task_teacher", "soft_weight", "soft_temperature", "layer_weight"):
             model.__dict__.pop(name, None)
+
+
+# ---- soft targets against hard labels on the masked positions (notebook 18) ---------------
+
+
+def masked_position_logits(model: nn.Module, input_ids: torch.Tensor, labels: torch.Tensor,
+                           attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The MLM head's logits at the masked positions only: (M, V), in reading order.
+
+    model: a masked LM with `.bert` and `.mlm` (BertForPreTraining, DistilBertForMaskedLM);
+    input_ids, labels, attention_mask (B, T); labels != -100 marks the M masked positions.
+    The head runs on those rows alone, so its cost follows M, not B * T.
+    """
+    hidden = model.bert(input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, D)
+    return model.mlm(hidden[labels != IGNORE_INDEX])  # (M, V)
+
+
+class MaskedLMStudent(nn.Module):
+    """A masked-LM student that learns on the masked positions from hard labels or soft targets.
+
+    teacher None: cross-entropy against the true tokens (hard labels). With a teacher:
+    `soft_target_loss` to the teacher's distribution at the same masked positions of the same
+    input, softened by `temperature`; the labels then only say which positions count, so
+    both ways learn from the same positions of the same batches (notebook 18).
+    The teacher is held outside the module tree: `parameters()` are the student's alone.
+    forward(input_ids, attention_mask=None, labels=None) -> MaskedLMOutput, mlm_logits (M, V).
+    """
+
+    def __init__(self, student: nn.Module, teacher: Optional[nn.Module] = None, temperature: float = 2.0):
+        super().__init__()
+        self.student = student
+        object.__setattr__(self, "teacher", None if teacher is None else teacher.eval().requires_grad_(False))
+        self.temperature = temperature
+
+    def forward(self, input_ids, attention_mask=None, labels=None, **_) -> MaskedLMOutput:
+        logits = masked_position_logits(self.student, input_ids, labels, attention_mask)  # (M, V)
+        targets = labels[labels != IGNORE_INDEX]  # (M,)
+        if self.teacher is None:
+            loss = masked_lm_loss(logits, targets)
+        else:
+            with torch.no_grad():
+                taught = masked_position_logits(self.teacher, input_ids, labels, attention_mask)  # (M, V)
+            loss = soft_target_loss(logits, taught, self.temperature)
+        return MaskedLMOutput(mlm_logits=logits, loss=loss, mlm_loss=loss, mlm_labels=targets)
