@@ -284,11 +284,12 @@ def _warn_past_trained_length(run: str, lengths: list[int]) -> None:
 
 def _fill_mask(args: argparse.Namespace) -> int:
     from .data.vocab import warn_if_unreadable
-    from .training.masked_lms import check_masked_lm
+    from .training.masked_lms import check_head_weights, check_masked_lm
     from .training.pretrain import fill_mask, load_masked_lm_or_run
 
     check_masked_lm(args.run)  # minilm, a typo, a head never trained: one line, before loading anything
     model, tokenizer = load_masked_lm_or_run(args.run)
+    check_head_weights(model, args.run)
     warn_if_unreadable(args.text, tokenizer, "the text's words", f"{args.run}'s", ", so its guesses say little: pick "
                        "a masked LM made for the text's language (English: course-en, minilm-mlm; Chinese: course-zh, "
                        "course-zh-wwm)")
@@ -341,11 +342,12 @@ def _run(args: argparse.Namespace) -> int:
         from .data.documents import wiki_en_held_out
         from .data.vocab import warn_if_unreadable
         from .training.heldout import masked_accuracy
-        from .training.masked_lms import check_masked_lm
+        from .training.masked_lms import check_head_weights, check_masked_lm
         from .training.pretrain import load_masked_lm_or_run
 
         check_masked_lm(args.run)
         model, tokenizer = load_masked_lm_or_run(args.run)
+        check_head_weights(model, args.run)
         held_out = wiki_en_held_out()  # what masked_accuracy reads by default
         warn_if_unreadable([s for doc in held_out for s in doc], tokenizer, "the held-out English words",
                            f"{args.run}'s", ", so this score says little about it; measure it on the text its run "

@@ -100,6 +100,8 @@ def test_a_student_of_minilm_exports_its_encoder_alone(tmp_path):
 
     with safe_open(str(tmp_path / "hf" / "model.safetensors"), "pt") as f:
         assert not any("predictions" in k or "seq_relationship" in k for k in f.keys())
+    untouched = pretrain_run(tmp_path / "untouched", trained_head=False)  # whatever its folder says
+    assert export_to_transformers(str(untouched), tmp_path / "hf2")["architecture"] == "BertModel"
 
 
 def test_the_check_catches_an_export_whose_numbers_differ(tmp_path):

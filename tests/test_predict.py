@@ -141,6 +141,10 @@ def test_fill_mask_refuses_what_has_no_trained_mlm_head_and_names_the_shipped_mo
             err = capsys.readouterr().err.strip()
             assert err.count("\n") == 0 and message in err, (command, err)
     assert main(["fill-mask", str(pretrain_run(tmp_path / "pretrained")), "the [MASK] ."]) == 0  # a trained head
+    capsys.readouterr()
+    untouched = pretrain_run(tmp_path / "untouched", trained_head=False)  # a run.json, but a head at its init values
+    assert main(["fill-mask", str(untouched), "the [MASK] ."]) == 2
+    assert "LayerNorm still holds its initial values" in capsys.readouterr().err
 
 
 def _finetuned(tmp_path, task: str, **settings):

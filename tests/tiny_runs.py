@@ -63,11 +63,18 @@ def finetune_run(folder: Path, kind: str, *, head: str = "softmax", pooling: str
     return folder
 
 
-def pretrain_run(folder: Path, *, nsp: bool = True, distilled_from: str | None = None, seed: int = 0) -> Path:
-    """A pretraining run (run.json with `nsp`), or a distillation run (distill.json) of a teacher."""
+def pretrain_run(folder: Path, *, nsp: bool = True, distilled_from: str | None = None, seed: int = 0,
+                 trained_head: bool | None = None) -> Path:
+    """A pretraining run (run.json with `nsp`), or a distillation run (distill.json) of a teacher.
+    Its MLM head's LayerNorm is moved off its initial values as training would (`trained_head`;
+    by default for a pretraining run, not for a student)."""
     torch.manual_seed(seed)
     write_vocab(folder)
-    save_weights(folder / "checkpoint-2", BertForPreTraining(tiny_config()).eval())
+    model = BertForPreTraining(tiny_config()).eval()
+    if distilled_from is None if trained_head is None else trained_head:
+        with torch.no_grad():
+            model.mlm.layer_norm.weight.add_(0.01 * torch.randn_like(model.mlm.layer_norm.weight))
+    save_weights(folder / "checkpoint-2", model)
     if distilled_from is None:
         (folder / "run.json").write_text(json.dumps({"nsp": nsp, "max_seq_length": 64}), encoding="utf-8")
     else:

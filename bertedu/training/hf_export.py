@@ -30,7 +30,7 @@ import torch
 from ..errors import DataUnavailableError, OutputFolderError, SettingError, as_user_error
 from ..model.constants import MERGES_NAME, VOCAB_NAME
 from ..data.tokenizer import CLS, MASK, PAD, SEP, UNK
-from .masked_lms import FINETUNE_TASK, check_masked_lm, mlm_head_trained, nsp_head_trained
+from .masked_lms import FINETUNE_TASK, check_masked_lm, head_untouched, mlm_head_trained, nsp_head_trained
 
 # What the check runs both models on: English and Chinese, a pair, padding (two lengths).
 CHECK_TEXTS = [("the quick brown fox jumps over the lazy dog .", "Paris is the capital of France ."),
@@ -57,11 +57,13 @@ def load_for_export(source: str):
         return load_minilm(), load_vocab_tokenizer(minilm_vocab_path(), impl="fast"), None, "BertModel"
     from .pretrain import load_masked_lm_or_run
 
-    if (Path(source) / "distill.json").is_file() and not mlm_head_trained(source):
+    if Path(source).is_dir() and not mlm_head_trained(source):
         model, tokenizer = load_masked_lm_or_run(source)
         return model.bert, tokenizer, None, "BertModel"  # the encoder alone: its MLM head is noise
     check_masked_lm(source)
     model, tokenizer = load_masked_lm_or_run(source)
+    if head_untouched(model):
+        return model.bert, tokenizer, None, "BertModel"
     return model, tokenizer, None, "BertForPreTraining" if nsp_head_trained(source) else "BertForMaskedLM"
 
 

@@ -11,6 +11,8 @@ guesses at status 0 or a misleading "no checkpoint" message:
                            its head is the fresh one `student_from_teacher` drew
     a fine-tuning run      a task head, not a masked LM: `bertedu predict`
 
+Once loaded, `check_head_weights` also refuses a head whose LayerNorm still holds its initial
+values (weight 1, bias 0 exactly): no training step ever reached it, wherever the folder came from.
 Introduced with the command line (docs/command_line.md); the heads themselves in notebook 05.
 """
 
@@ -100,3 +102,17 @@ def nsp_head_trained(name_or_run: str | Path) -> bool:
     if not path.is_file() or (path.parent / DISTILL_RUN).is_file():
         return False
     return bool(json.loads(path.read_text(encoding="utf-8")).get("nsp", False))
+
+
+def head_untouched(model) -> bool:
+    """True when the MLM head of a `BertForPreTraining` is as `init_head_layers` left it: its
+    LayerNorm weight all 1 and bias all 0, which one optimizer step that reaches the head changes."""
+    norm = model.mlm.layer_norm
+    return bool((norm.weight == 1).all() and (norm.bias == 0).all())
+
+
+def check_head_weights(model, name_or_run: str | Path) -> None:
+    """Raise a one-line SettingError when the loaded masked LM's head was never trained (`head_untouched`)."""
+    if head_untouched(model):
+        raise SettingError(f"{name_or_run}: its MLM head was never trained (its LayerNorm still holds its initial "
+                           "values), so its guesses are noise; use a pretraining run or a shipped masked LM")
