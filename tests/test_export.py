@@ -62,8 +62,8 @@ def test_each_fine_tuned_head_loads_with_the_auto_classes_and_gives_bertedus_log
                             transformers.AutoModel.from_pretrained(out)(**batch).last_hidden_state,
                             batch["attention_mask"])
     print(f"{kind}: {AUTO[kind]} max |logit difference| {diff:.3g}, AutoModel {encoder:.3g}")
-    assert diff <= 1e-5 and encoder <= 1e-5
-    assert set(result["checked"]) == {"AutoModel", AUTO[kind]} and max(result["checked"].values()) <= 1e-5
+    assert diff <= 1e-4 and encoder <= 1e-4  # 0 on this project's CPUs: the same fp32 operations in the same order
+    assert set(result["checked"]) == {"AutoModel", AUTO[kind]} and max(result["checked"].values()) <= 1e-4
 
 
 def test_a_shipped_masked_lm_by_name_and_a_pretraining_run_with_nsp(tmp_path):
@@ -87,8 +87,8 @@ def test_a_shipped_masked_lm_by_name_and_a_pretraining_run_with_nsp(tmp_path):
     hf_model = transformers.AutoModelForPreTraining.from_pretrained(tmp_path / "hf").eval()
     with torch.no_grad():
         ours, theirs = model(**batch), hf_model(**batch)
-    assert torch.allclose(ours.nsp_logits, theirs.seq_relationship_logits, atol=1e-5)
-    assert _max_diff(ours.mlm_logits, theirs.prediction_logits, batch["attention_mask"]) <= 1e-5
+    assert torch.allclose(ours.nsp_logits, theirs.seq_relationship_logits, atol=1e-4)
+    assert _max_diff(ours.mlm_logits, theirs.prediction_logits, batch["attention_mask"]) <= 1e-4
 
 
 def test_a_student_of_minilm_exports_its_encoder_alone(tmp_path):
@@ -102,6 +102,19 @@ def test_a_student_of_minilm_exports_its_encoder_alone(tmp_path):
         assert not any("predictions" in k or "seq_relationship" in k for k in f.keys())
     untouched = pretrain_run(tmp_path / "untouched", trained_head=False)  # whatever its folder says
     assert export_to_transformers(str(untouched), tmp_path / "hf2")["architecture"] == "BertModel"
+
+
+def test_the_check_tolerates_another_summation_order(tmp_path):
+    """bertedu's reference attention (an explicit softmax) against transformers' sdpa: the same
+    function, summed in another order; the check passes with differences of about 1e-5 of the
+    logits' size."""
+    from bertedu.pretrained import load_masked_lm
+
+    export_to_transformers("course-en", tmp_path / "hf")
+    model, tokenizer = load_masked_lm("course-en")
+    model.bert.set_attn_implementation("reference")
+    found = check_export(model, tokenizer, tmp_path / "hf", "BertForMaskedLM")
+    assert 0 < found["AutoModelForMaskedLM"] < 1e-2
 
 
 def test_the_check_catches_an_export_whose_numbers_differ(tmp_path):

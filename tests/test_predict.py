@@ -191,4 +191,4 @@ def test_tagging_and_qa_runs_end_to_end(tmp_path, capsys, task, settings):
     assert main(["evaluate", str(out), "--max-eval", "4"]) == 0
     assert json.loads(capsys.readouterr().out)["metrics"] == results["test"]
     assert main(["export", str(out), str(tmp_path / "hf")]) == 0
-    assert max(json.loads(capsys.readouterr().out)["checked"].values()) <= 1e-5
+    assert max(json.loads(capsys.readouterr().out)["checked"].values()) <= 1e-4

@@ -57,8 +57,7 @@ def check_masked_lm(name_or_run: str | Path) -> None:
     why = untrained_head_reason(folder)
     if why:
         raise SettingError(f"{name}: its MLM head was never trained ({why}), so its guesses are noise; fill-mask "
-                           "its teacher, or distil from a masked LM (--teacher minilm-mlm --soft-weight 5 "
-                           "--mlm-weight 2)")
+                           "a masked LM (minilm-mlm, course-en), or distil from one with --soft-weight 5 --mlm-weight 2")
 
 
 def untrained_head_reason(folder: Path, depth: int = 0) -> Optional[str]:
