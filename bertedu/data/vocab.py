@@ -2,8 +2,8 @@
 Chinese. Introduced in the pretraining-data notebook.
 
 - `build_vocab(corpus, vocab_size=8000)` trains a WordPiece vocabulary with the
-  `tokenizers` trainer (`bertedu.data.tokenizer.train_wordpiece`), as Google did for BERT
-  (30,522 pieces for English; a toy model does well with 8k).
+  `tokenizers` trainer made deterministic (`bertedu.data.wordpiece_train.learn_reproducibly`),
+  as Google did for BERT (30,522 pieces for English; a toy model does well with 8k).
 - `build_bpe_vocab(corpus, vocab_size)` trains RoBERTa's byte-level BPE instead (vocab.txt
   and merges.txt; notebook 15).
 - `build_char_vocab(corpus)` is what Google's Chinese BERT does: BERT's basic tokeniser
@@ -34,7 +34,6 @@ from bertedu.data.tokenizer import (
     basic_tokenize,
     is_cjk,
     is_punctuation,
-    train_wordpiece,
 )
 
 from .corpora import Document, load_corpus
@@ -61,15 +60,25 @@ def build_vocab(
 
     Writes `vocab.txt` to `out_path` (a file, or a folder) and returns its Path; without
     `out_path`, returns the token -> id dict. The specials come first: [PAD]=0 [UNK]=1
-    [CLS]=2 [SEP]=3 [MASK]=4.
+    [CLS]=2 [SEP]=3 [MASK]=4. The same corpus gives the same file, line for line
+    (`bertedu.data.wordpiece_train.learn_reproducibly`: `tokenizers`' trainer with the
+    alphabet's ids fixed; `train_wordpiece` orders some pieces differently run to run), so
+    the same `bertedu pretrain` command twice is the same run.
     """
-    return train_wordpiece(
-        corpus_sentences(corpus, max_documents),
-        vocab_size=vocab_size,
-        out_path=out_path,
-        lowercase=lowercase,
-        min_frequency=min_frequency,
-    )
+    from .wordpiece_train import learn_reproducibly
+
+    if isinstance(corpus, (str, os.PathLike)) or iter(corpus) is not corpus:
+        texts = lambda: corpus_sentences(corpus, max_documents)  # noqa: E731 (read twice)
+    else:  # a one-pass iterator: held as a list
+        sentences = list(corpus_sentences(corpus, max_documents))
+        texts = lambda: iter(sentences)  # noqa: E731
+    tokens = learn_reproducibly(texts, vocab_size, min_frequency=min_frequency, lowercase=lowercase,
+                                limit_alphabet=1000)
+    if not tokens:
+        raise ValueError("The corpus is empty (no non-blank text): nothing to learn a vocabulary from.")
+    if out_path is None:
+        return {token: i for i, token in enumerate(tokens)}
+    return write_vocab(tokens, out_path)
 
 
 def build_bpe_vocab(
