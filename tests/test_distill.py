@@ -4,7 +4,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertedu.training.checkpoint import latest_checkpoint, list_checkpoints
+from bertedu.training.checkpoint import latest_checkpoint, list_checkpoints, write_manifest
 from bertedu.cli import main
 from bertedu.model.config import BertConfig
 from bertedu.training.distill import DistillConfig, DistillingStudent, student_from_teacher
@@ -275,6 +275,7 @@ def test_finetune_learns_from_a_finetuned_teacher_and_refuses_one_of_another_tas
     shutil.copytree(tmp_path / "teacher", other)
     info = json.loads((other / "model" / "task.json").read_text())
     (other / "model" / "task.json").write_text(json.dumps({**info, "task": "ner-zh"}))
+    write_manifest(other / "model")  # a teacher of another task, not a damaged one
     assert finetune("x", "--teacher", str(other)) == 2
     assert "must have done this task" in capsys.readouterr().err
     assert finetune("y", "--teacher", str(tmp_path / "nowhere")) == 2

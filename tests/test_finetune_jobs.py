@@ -71,7 +71,7 @@ def test_a_finished_folder_is_refused_unless_overwrite(task_and_vocab, tmp_path,
     assert main(_args(task, vocab, out, "--steps", "2")) == 0
     capsys.readouterr()
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["checkpoint-2", "metrics.jsonl", "metrics.png", "model", "predictions_dev.jsonl",
+    assert names == ["checkpoint-2", "identity.json", "metrics.jsonl", "metrics.png", "model", "predictions_dev.jsonl",
                      "results.json", "vocab.txt"]  # no temporaries, no lock, no best/ left
     (out / "notes.txt").write_text("mine")
     assert main(_args(task, vocab, out, "--steps", "2")) == 2

@@ -21,6 +21,7 @@ from bertedu.training.checkpoint import (
     list_checkpoints,
     load_checkpoint,
     load_weights,
+    save_checkpoint,
 )
 from bertedu.cli import main
 from bertedu.errors import OutputFolderError
@@ -152,6 +153,32 @@ def test_a_damaged_checkpoint_is_named_and_resume_falls_back_to_an_intact_one(tm
     assert result.step == 6
     for name, w in reference.state_dict().items():  # from checkpoint-3 on, the same run
         assert torch.equal(resumed.state_dict()[name], w), name
+
+
+def test_retention_never_keeps_a_damaged_checkpoint_for_the_newest_intact_one(tmp_path):
+    """The newest checkpoint truncated; the resumed run stopped before it wrote that step again
+    (a time budget, a signal). It kept the damaged checkpoint-4 and deleted the intact
+    checkpoint-2; now it keeps checkpoint-2 and its own checkpoint-3, and drops the damaged one."""
+    out = tmp_path / "run"
+    train(Toy(), toy_data(), toy_collate, toy_config(out, steps=6, save_every=2, keep_checkpoints=2),
+          stop_at_step=4)
+    assert [p.name for p in list_checkpoints(out)] == ["checkpoint-2", "checkpoint-4"]
+    _damage(out / "checkpoint-4" / "model.safetensors", "truncate")
+    with pytest.warns(UserWarning, match="checkpoint-4/model.safetensors is damaged"):
+        train(Toy(), toy_data(), toy_collate, toy_config(out, steps=6, save_every=2, keep_checkpoints=2),
+              resume=True, stop_at_step=3)
+    assert [p.name for p in list_checkpoints(out)] == ["checkpoint-2", "checkpoint-3"]
+    for checkpoint in list_checkpoints(out):
+        load_checkpoint(checkpoint, Toy())  # both intact
+
+
+def test_retention_counts_only_intact_older_checkpoints(tmp_path):
+    """keep 2 of [2 intact, 3 truncated, 4 new]: checkpoint-2 stays beside 4, not the damaged 3."""
+    out = tmp_path / "run"
+    train(Toy(), toy_data(), toy_collate, toy_config(out, steps=6, keep_checkpoints=3), stop_at_step=3)
+    _damage(out / "checkpoint-3" / "training_state.pt", "truncate")
+    save_checkpoint(out, 4, Toy(), {"step": 4}, keep_last=2)
+    assert [p.name for p in list_checkpoints(out)] == ["checkpoint-2", "checkpoint-4"]
 
 
 def test_the_command_line_names_a_damaged_file_in_one_line(tmp_path, capsys):

@@ -150,22 +150,59 @@ def save_checkpoint(
         write_manifest(tmp)  # last: it vouches for everything above
 
     _write_folder_atomically(final, write)
-    # Only once the new checkpoint is complete are older ones removed.
-    for old in list_checkpoints(out_dir)[:-keep_last] if keep_last > 0 else []:
-        if old != final:
+    if keep_last > 0:  # only once the new checkpoint is complete are others removed
+        for old in checkpoints_to_remove(out_dir, final, keep_last):
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def checkpoints_to_remove(out_dir: Path, final: Path, keep_last: int) -> list[Path]:
+    """Retention after `final` (just written, so intact) was saved: keep it and the newest
+    `keep_last - 1` older checkpoints that look intact (`looks_intact`: every file of the size
+    its manifest says; a truncated one never counts); remove the other older ones, and those
+    of a later step than `final`, left by a run that resumed from before them because they
+    were damaged (the resumed run writes those steps again)."""
+    step = _step_of(final)
+    older = [p for p in list_checkpoints(out_dir) if _step_of(p) < step]
+    later = [p for p in list_checkpoints(out_dir) if _step_of(p) > step]
+    kept = [p for p in older if looks_intact(p)][-(keep_last - 1):] if keep_last > 1 else []
+    return [p for p in older if p not in kept] + later
+
+
+def _step_of(path: Path) -> int:
+    return int(_CHECKPOINT_RE.match(path.name).group(1))
+
+
+def looks_intact(folder: str | os.PathLike) -> bool:
+    """A cheap check of a checkpoint (no sha256): it has its manifest and every file the
+    manifest lists, each of the listed size. A checkpoint from before manifests counts as intact."""
+    folder = Path(folder)
+    manifest = folder / MANIFEST_NAME
+    if not manifest.is_file():
+        return all((folder / name).is_file() for name in CHECKPOINT_FILES)
+    try:
+        files = json.loads(manifest.read_text(encoding="utf-8"))["files"]
+        return all((folder / name).is_file() and (folder / name).stat().st_size == entry["size"]
+                   for name, entry in files.items())
+    except (ValueError, KeyError, TypeError, OSError):
+        return False
 
 
 def save_weights(folder: str | os.PathLike, model: nn.Module, *, extra_json: Optional[dict[str, dict]] = None) -> Path:
     """Write `folder/` atomically: model.safetensors, config.json and the `extra_json` files.
 
-    A folder of weights alone (no optimiser or RNG state), e.g. a fine-tuned model; an
-    existing folder of that name is replaced only once the new one is complete.
+    A folder of weights alone (no optimiser or RNG state), e.g. a fine-tuned model, with its
+    manifest.json (each file's size and sha256), so that `load_weights` finds a flipped byte;
+    an existing folder of that name is replaced only once the new one is complete.
     """
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    _write_folder_atomically(folder, lambda tmp: _write_weights(tmp, model, extra_json))
+
+    def write(tmp: Path) -> None:
+        _write_weights(tmp, model, extra_json)
+        write_manifest(tmp)  # last: `load_weights` checks every file against it
+
+    _write_folder_atomically(folder, write)
     return folder
 
 

@@ -31,6 +31,7 @@ trained nor saved), and `--resume` continues an interrupted run as `bertedu pret
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -300,20 +301,52 @@ def make_collate(cfg: DistillConfig, tokenizer):
 # ---- the command -------------------------------------------------------------------------
 
 
+def run_identity(cfg: DistillConfig) -> dict:
+    """identity.json of a distillation run: its settings, the corpora's identity (a file's
+    sha256) and that of the teacher's and the initial student's vocabularies."""
+    from .runfolder import job_identity, source_identity, vocab_identity
+
+    data = {f"corpus:{c.strip()}": source_identity(c.strip()) for c in cfg.corpus.split(",") if c.strip()}
+    inputs = {"teacher": vocab_identity(cfg.teacher), "init_student": vocab_identity(cfg.init_student)}
+    return job_identity("distill", cfg, data, {k: v for k, v in inputs.items() if v})
+
+
+# What a start writes before its first checkpoint (removed when a fresh run with other settings finds it).
+RUN_LEFTOVERS = (VOCAB_NAME, RUN_NAME, "metrics.jsonl", "metrics.png")
+
+
 def distill(cfg: DistillConfig, resume: bool = False) -> TrainResult:
-    """Distil `cfg.teacher` into a student of `cfg.layers`; checkpoints and metrics in `cfg.out`."""
+    """Distil `cfg.teacher` into a student of `cfg.layers`; checkpoints and metrics in `cfg.out`.
+    --out and --resume are checked before anything is written (`bertedu.training.runfolder`)."""
+    from .runfolder import check_resumable, undone_if_refused
+
+    if resume and is_main_process():
+        check_resumable(cfg.out, "distill")
+    with undone_if_refused(cfg.out, RUN_LEFTOVERS) if is_main_process() else contextlib.nullcontext():
+        return _distill(cfg, resume)
+
+
+def _distill(cfg: DistillConfig, resume: bool) -> TrainResult:
     from ..data.tokenizer import copy_vocabulary, load_vocab_tokenizer
     from ..utils import resolve_precision
     from .curves import plot_metrics
+    from .runfolder import check_run_folder, record_vocab, start_run_folder
 
     out = Path(cfg.out)
-    if not resume and out.is_dir() and any(out.glob("checkpoint-*")):
+    identity = run_identity(cfg)
+    plan = check_run_folder(out, identity, resume=resume) if is_main_process() else None
+    if plan == "taken":
         raise SettingError(f"--out {out} already holds a run: pass --resume to continue it, or another --out")
     teacher, vocab = load_teacher(cfg.teacher)
     make_out_folder(out)
-    copy_vocabulary(vocab, out / VOCAB_NAME)
-    if is_main_process():  # under torchrun, one writer
+    if is_main_process():  # under torchrun, one writer; identity.json before any other file
+        start_run_folder(out, identity, plan, leftovers=RUN_LEFTOVERS)
+    if not resume:  # a resumed run reads the vocabulary it began with (identity.json checked it)
+        copy_vocabulary(vocab, out / VOCAB_NAME)
+    if is_main_process():
         (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
+        if not resume:
+            record_vocab(out)
     tokenizer = load_vocab_tokenizer(out / VOCAB_NAME, impl="fast")
     sequences, held_out = distillation_sequences(cfg, tokenizer)
 

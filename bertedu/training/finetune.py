@@ -24,11 +24,14 @@ run stopped early (model selection on dev, as the paper picks the best epoch on 
 
 Everything lands in one folder `out`:
 
+    identity.json                    written first: the run's kind, settings, task data and vocabulary
+                                     (bertedu.training.runfolder), checked by --resume and --overwrite
     vocab.txt                        the vocabulary the model reads
     checkpoint-<step>/               the last training checkpoint (train())
     metrics.jsonl, metrics.png       training loss and the dev evaluations (eval_*)
     best/                            while training: the best weights so far (for --resume)
-    model/                           the best weights: model.safetensors, config.json, task.json
+    model/                           the best weights: model.safetensors, config.json, task.json,
+                                     manifest.json (their sha256, checked when loaded)
     predictions_dev.jsonl, predictions_test.jsonl   {"id", "prediction", "gold"} per example
     results.json                     settings, dev and test metrics, the evaluations (written
                                      last: a folder with it holds a finished run)
@@ -66,6 +69,7 @@ from ..family.distillation import detach_task_teacher, learn_from_teacher
 from ..pretrained import MASKED_LMS
 from ..errors import MissingFileError, OutputFolderError, SettingError, as_user_error
 from .jobs import TrainingInterrupted, make_out_folder, run_lock, stop_signals
+from .runfolder import check_resumable, check_run_folder, record_vocab, start_run_folder, undone_if_refused
 from .taskio import QAIO, ClassificationIO, TaggingIO, TaskIO, predict, task_io  # noqa: F401 (re-exported)
 from ..model.tasks import (
     TAGGING_HEADS,
@@ -665,18 +669,32 @@ def finetune(cfg: FinetuneConfig, resume: bool = False) -> dict:
     resume: continue the interrupted run in cfg.out (same settings). The run holds
     out/.lock throughout (bertedu.training.jobs.run_lock); a user's mistake raises a UserError.
     """
-    with run_lock(cfg.out):
+    if resume:
+        check_resumable(cfg.out, "finetune")  # a missing folder: said before the lock creates it
+    with run_lock(cfg.out), undone_if_refused(cfg.out, _RUN_OUTPUTS):
         return _finetune(cfg, resume)
 
 
 # What a run writes into its folder, deleted by --overwrite (nothing else there is touched).
-_RUN_OUTPUTS = (MODEL_DIR, BEST_DIR, RESULTS_NAME, VOCAB_NAME, "metrics.jsonl", "metrics.png")
+_RUN_OUTPUTS = (MODEL_DIR, BEST_DIR, RESULTS_NAME, VOCAB_NAME, "metrics.jsonl", "metrics.png", "identity.json")
 
 
-def _check_out(cfg: FinetuneConfig, out: Path, resume: bool) -> None:
-    """Refuse a folder that holds a run, unless resuming an unfinished one or overwriting."""
+def run_identity(cfg: FinetuneConfig) -> dict:
+    """identity.json of a fine-tuning run: its settings, the task's identity (a PATH's sha256)
+    and that of the vocabularies it reads (--init or --vocab, --teacher's)."""
+    from .runfolder import job_identity, source_identity, vocab_identity
+
+    inputs = {"init": vocab_identity(cfg.init) if cfg.init not in INITS else None,
+              "vocab": vocab_identity(cfg.vocab), "teacher": vocab_identity(cfg.teacher)}
+    return job_identity("finetune", cfg, {"task": source_identity(cfg.task)}, {k: v for k, v in inputs.items() if v})
+
+
+def _check_out(cfg: FinetuneConfig, out: Path, resume: bool, identity: dict) -> str:
+    """Refuse a folder that holds a run, unless resuming an unfinished one of these settings or
+    overwriting a fine-tuning run (`bertedu.training.runfolder`); returns the folder's plan."""
     if resume and cfg.overwrite:
         raise SettingError("--resume continues the run in --out, --overwrite deletes it: give one of them")
+    plan = check_run_folder(out, identity, resume=resume, overwrite=cfg.overwrite)
     finished = (out / RESULTS_NAME).is_file()
     started = finished or latest_checkpoint(out) is not None
     if cfg.overwrite and started:
@@ -691,6 +709,7 @@ def _check_out(cfg: FinetuneConfig, out: Path, resume: bool) -> None:
     elif started and not resume:
         raise OutputFolderError(f"{out} holds an unfinished fine-tuning run ({latest_checkpoint(out).name}): pass "
                                 "--resume to continue it, --overwrite to start afresh, or choose another --out")
+    return plan
 
 
 def _load_task_data(cfg: FinetuneConfig):
@@ -718,15 +737,25 @@ def _warn_unreadable_task(task, tokenizer, init: str) -> None:
                        ": it cannot read this task; pick an --init made for its language")
 
 
+def _open_run(cfg: FinetuneConfig, out: Path, resume: bool):
+    """Check --out, --init and the task before anything is written; then write out/identity.json
+    (`bertedu.training.runfolder`) and return the task."""
+    identity = run_identity(cfg)
+    plan = _check_out(cfg, out, resume, identity)
+    _check_init(cfg)
+    task = _load_task_data(cfg)
+    start_run_folder(out, identity, plan, leftovers=_RUN_OUTPUTS)  # identity.json before any other file
+    return task
+
+
 def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
     from .curves import plot_metrics
 
     start_time = time.perf_counter()
     out = Path(cfg.out)
-    _check_out(cfg, out, resume)
-    _check_init(cfg)
-    task = _load_task_data(cfg)
+    task = _open_run(cfg, out, resume)
     model, tokenizer = build_model(cfg, task, out)
+    record_vocab(out)  # a resume checked it is the same: identity.json stays as it was
     if cfg.teacher is not None:
         attach_task_teacher(model, cfg.teacher, task, out / VOCAB_NAME, cfg.soft_weight, cfg.temperature,
                             cfg.layer_weight)

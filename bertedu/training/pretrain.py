@@ -3,6 +3,8 @@
 `bertedu pretrain` (bertedu/cli.py) is a thin shell around `pretrain()`; the pretraining
 notebook calls it directly. Everything a run makes lands in one output folder:
 
+    out/identity.json         written first: the run's kind, settings and data (bertedu.training.runfolder),
+                              which every --resume is checked against before anything is written
     out/vocab.txt             the WordPiece vocabulary the model reads (trained, or copied)
     out/run.json              the settings of the run
     out/checkpoint-<step>/    weights (safetensors), config, optimiser/RNG/data position
@@ -49,6 +51,7 @@ import hashlib
 import json
 import time
 import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -64,6 +67,7 @@ from ..model.fast import set_fast_path
 from ..model.heads import BertForPreTraining
 from .distributed import is_main_process
 from .jobs import make_out_folder, run_lock
+from .runfolder import check_resumable, check_run_folder, start_run_folder, undone_if_refused
 from ..pretrained import (MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_or_run_dir, masked_lm_vocab_path,
                           minilm_vocab_path)
 from ..data.tokenizer import SPECIAL_TOKENS, ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
@@ -358,11 +362,31 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     """Run one pretraining job as `cfg` says (see the module docstring for the folder).
 
     The run holds out/.lock throughout (one run per folder, bertedu.training.jobs.run_lock). A
-    user's mistake (an --out holding a run, a missing --vocab or --init-from, ...) raises
-    a bertedu.errors.UserError before any work.
+    user's mistake (an --out holding a run, a missing --vocab or --init-from, a --resume with
+    other settings or of a folder with nothing to resume, ...) raises a
+    bertedu.errors.UserError before anything is written (`bertedu.training.runfolder`).
     """
-    with run_lock(cfg.out):
+    if resume and is_main_process():
+        check_resumable(cfg.out, "pretrain")  # a missing folder: said before the lock creates it
+    with run_lock(cfg.out), undone_if_refused(cfg.out, RUN_LEFTOVERS) if is_main_process() else nullcontext():
         return _pretrain(cfg, resume)
+
+
+# What a start of a run writes before its first checkpoint: removed when a fresh run with other settings finds it.
+RUN_LEFTOVERS = (VOCAB_NAME, "merges.txt", RUN_NAME, "metrics.jsonl", "metrics.png", "examples")
+
+
+def run_identity(cfg: PretrainConfig) -> dict:
+    """identity.json of a pretraining run: its settings, the corpora's identity (a file's
+    sha256) and that of the vocabulary or run it reads (`bertedu.training.runfolder`)."""
+    from .runfolder import job_identity, source_identity, vocab_identity
+
+    data = {"corpus": source_identity(cfg.corpus)}
+    for spec in (cfg.extra_corpus or "").split(","):
+        if spec.strip():
+            data[f"extra_corpus:{spec.strip()}"] = source_identity(spec.strip())
+    inputs = {"vocab": vocab_identity(cfg.vocab), "init_from": vocab_identity(cfg.init_from)}
+    return job_identity("pretrain", cfg, data, {k: v for k, v in inputs.items() if v})
 
 
 def _check_inputs(cfg: PretrainConfig, out: Path, resume: bool) -> None:
@@ -386,12 +410,19 @@ def _check_inputs(cfg: PretrainConfig, out: Path, resume: bool) -> None:
 
 def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
     from ..data.corpora import load_corpus
+    from .runfolder import record_vocab
 
     out = make_out_folder(cfg.out)
+    identity = run_identity(cfg)
+    plan = check_run_folder(out, identity, resume=resume) if is_main_process() else None
     _check_inputs(cfg, out, resume)
     with as_user_error("--corpus", ValueError):  # an unknown name or a path that is not there
         corpus = load_corpus(cfg.corpus)
+    if is_main_process():  # under torchrun, one writer (identity.json before any other file)
+        start_run_folder(out, identity, plan, leftovers=RUN_LEFTOVERS)
     tokenizer = load_vocab_tokenizer(prepare_vocab(cfg, corpus, out), impl="fast")
+    if is_main_process() and not resume:
+        record_vocab(out)
     if cfg.whole_word and isinstance(tokenizer, ByteLevelBPETokenizer):
         raise SettingError("--whole-word finds words by WordPiece's ## marks; the byte-level BPE vocabulary "
                            f"{out / VOCAB_NAME} has none (RoBERTa masks pieces): drop --whole-word")
