@@ -8,6 +8,7 @@ The loop and its services:
     progress.py     the progress bar
     checkpoint.py   safetensors checkpoints written atomically, with RNG state; sha256 manifests
     jobs.py         the run lock and stop signals (one run per output folder)
+    runfolder.py    identity.json: a run folder's kind, settings and data, checked by --resume / --overwrite
     distributed.py  torchrun / DDP set-up
     curves.py       metrics.jsonl and the learning-curve PNG beside every run
     metrics.py      task metrics: accuracy, F1, entity F1, SQuAD EM/F1
