@@ -1,5 +1,6 @@
 """Weights to and from Hugging Face `transformers` BERT models (and RoBERTa, ALBERT and
-DistilBERT), and the real MiniLM weights.
+DistilBERT), and the real MiniLM weights. `to_hf` also takes the fine-tuned heads (sequence
+and token classification, question answering): `bertedu export` writes them as folders.
 
 The two code bases hold the same tensors under different names; `hf_to_bertedu_name`
 is the whole dictionary between them, one rule per line, so a learner can read

@@ -168,3 +168,11 @@ def test_export_on_the_command_line(tmp_path, capsys):
     assert "is not empty" in capsys.readouterr().err
     assert main(["export", "course-em", str(tmp_path / "x")]) == 2
     assert "did you mean course-en" in capsys.readouterr().err
+
+
+def test_a_run_without_segment_ids_says_how_to_feed_it(tmp_path):
+    run = finetune_run(tmp_path / "run", "pair-classification")
+    results = json.loads((run / "results.json").read_text())
+    results["config"]["segment_ids"] = False
+    (run / "results.json").write_text(json.dumps(results))
+    assert "return_token_type_ids=False" in export_to_transformers(str(run), tmp_path / "hf")["note"]

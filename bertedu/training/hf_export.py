@@ -90,8 +90,18 @@ def export_to_transformers(source: str, out: str | Path, overwrite: bool = False
     _quiet_save(hf_model, out)
     _finish_config(out, architecture)
     _write_tokenizer_files(out, tokenizer, _vocab_folder(tokenizer, source) / VOCAB_NAME, model)
-    return {"out": str(out), "architecture": architecture, "labels": labels,
-            "checked": check_export(model, tokenizer, out, architecture)}
+    summary = {"out": str(out), "architecture": architecture, "labels": labels,
+               "checked": check_export(model, tokenizer, out, architecture)}
+    return {**summary, **_segment_note(source)}
+
+
+def _segment_note(source: str) -> dict:
+    """{"note": ...} for a run fine-tuned with --no-segment-ids, which a tokenizer file cannot say."""
+    results = Path(source) / "results.json"
+    if results.is_file() and json.loads(results.read_text(encoding="utf-8")).get("config", {}).get("segment_ids") is False:
+        return {"note": "fine-tuned with --no-segment-ids: give a pair's tokens segment 0 throughout "
+                        "(tokenizer(..., return_token_type_ids=False))"}
+    return {}
 
 
 def _to_transformers(model, labels, architecture: str):
