@@ -9,9 +9,8 @@ results.json exists is read, not repeated):
     high           the notebook's rate, the notebook's epochs
     paper          5e-5, the notebook's epochs (the same steps)
     paper-long     5e-5, `long` epochs: the dev curve shows whether it has converged
-    (paraphrase-en only, issue 50 item 3) the same two recipes with --no-segment-ids: every token in
-    segment 0, so only [SEP] marks where A ends
-    nosegment-high, nosegment-paper-long
+    nosegment-paper-long   (paraphrase-en only, issue 50 item 3) paper-long with --no-segment-ids: every
+                           token in segment 0, so only [SEP] marks where A ends
 
     python benchmarks/lr_study.py --tasks paraphrase-en,topic-en --seeds 0,1,2 --threads 1 \\
         --out runs/lr-study --json bertedu/weights/lr_study.json
@@ -33,7 +32,7 @@ PAPER_LR = "5e-5"
 # task -> its notebook's model and CPU recipe (less --lr and --epochs), its high rate and epochs, and the epochs
 # given to the paper's rate
 TASKS = {
-    "paraphrase-en": dict(init="minilm", high="3e-4", epochs="1", long="8", notebook="10",
+    "paraphrase-en": dict(init="minilm", high="3e-4", epochs="1", long="6", notebook="10",
                           recipe="--max-train 192 --max-eval 128 --batch-size 16 --max-seq-length 64"),
     "topic-en": dict(init="minilm-mlm", high="5e-4", epochs="3", long="10", notebook="08 section 9",
                      recipe="--max-train 600 --max-eval 300 --batch-size 32 --max-seq-length 32"),
@@ -50,7 +49,6 @@ def arms(task: str) -> dict[str, str]:
            "paper": f"--lr {PAPER_LR} --epochs {t['epochs']}",
            "paper-long": f"--lr {PAPER_LR} --epochs {t['long']}"}
     if task == "paraphrase-en":
-        out["nosegment-high"] = out["high"] + " --no-segment-ids"
         out["nosegment-paper-long"] = out["paper-long"] + " --no-segment-ids"
     return out
 
@@ -61,10 +59,19 @@ def dev_curve(run: Path, metric: str) -> list[list[float]]:
     return [[r["step"], r[f"eval_{metric}"]] for r in rows if f"eval_{metric}" in r]
 
 
-def study(task: str, seeds: list[str], out: Path, extra: str) -> dict:
+def save(path: Path, task: str, entry: dict) -> None:
+    """Merge `entry` into the record at `path` ({task: entry}): after every arm, so a long study leaves
+    its finished arms behind."""
+    record = json.loads(path.read_text()) if path.exists() else {}
+    record[task] = entry
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def study(task: str, seeds: list[str], out: Path, extra: str, args) -> dict:
     t = TASKS[task]
     entry = {"task": task, "init": t["init"], "notebook": t["notebook"], "paper_lr": float(PAPER_LR),
-             "seeds": [int(s) for s in seeds], "recipe": t["recipe"], "arms": {}}
+             "seeds": [int(s) for s in seeds], "recipe": t["recipe"], "arms": {},
+             "command": shown_command(Path(__file__).name), "threads": args.threads, "machine": machine()}
     for name, flags in arms(task).items():
         row = {"flags": flags, "test": [], "dev_curves": [], "steps": None,
                "finetune": f"bertedu finetune --task {task} --init {t['init']} {t['recipe']} {flags} --seed SEED"}
@@ -76,6 +83,8 @@ def study(task: str, seeds: list[str], out: Path, extra: str) -> dict:
             row["steps"], entry["metric"] = results["steps"], f"test {results['main_metric']}"
         entry["arms"][name] = row
         print(f"{task} {name:22s} {row['steps']:>4} steps  {mean_sd(row['test'])}", flush=True)
+        if args.json:
+            save(Path(args.json), task, entry)
     return entry
 
 
@@ -85,15 +94,9 @@ def main() -> None:
     args = parser.parse_args()
     set_threads(args.threads)
     for task in args.tasks.split(","):
-        entry = study(task, args.seeds.split(","), Path(args.out), args.extra)
-        entry.update(command=shown_command(Path(__file__).name), threads=args.threads, machine=machine())
+        entry = study(task, args.seeds.split(","), Path(args.out), args.extra, args)
         for name, row in entry["arms"].items():
             print(f"  {name}: {statistics.mean(row['test']):.3f}")
-        if args.json:  # merged after each task, so a long study leaves its finished tasks behind
-            path = Path(args.json)
-            record = json.loads(path.read_text()) if path.exists() else {}
-            record[task] = entry
-            path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
