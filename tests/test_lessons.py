@@ -18,7 +18,6 @@ LESSONS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]
 NOT_YET = {
     "01": {"cells", "code-lines", "copied-exercise", "no-map", "no-predict", "words"},
     "02": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
-    "03": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
     "04": {"cells", "copied-exercise", "ignore-comments", "no-map", "no-predict", "words"},
     "05": {"cells", "copied-exercise", "ignore-comments", "no-map", "no-predict", "words"},
     "06": {"cells", "code-lines", "copied-exercise", "ignore-comments", "no-map", "no-predict", "words"},
@@ -28,7 +27,7 @@ NOT_YET = {
     "10": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
     "11": {"ignore-comments", "no-map", "no-predict"},
     "12": {"code-lines", "no-map", "no-predict"},
-    "13": {"code-lines", "copied-exercise", "no-map", "no-predict"},
+    "13": {"copied-exercise", "no-map", "no-predict"},
     "14": {"no-map", "no-predict"},
     "15": {"no-map", "no-predict", "words"},
     "16": {"code-lines", "ignore-comments", "no-map", "no-predict"},
