@@ -307,7 +307,8 @@ def test_elmo_study_script_runs_end_to_end(tmp_path):
     for run in study["by_seed"].values():
         assert run["tokens_seen"] == 2 * 32 * 32
         assert set(run["accuracy"]) == {"BERT, both sides", "GPT, left side", "ELMo-style, both sides",
-                                        "ELMo-style, left LM", "ELMo-style, right LM", "always 'the'"}
+                                        "ELMo-style, left LM", "ELMo-style, right LM", "bigram, left piece",
+                                        "bigram, both neighbours", "always 'the'"}
         assert all(0 <= a <= 1 for a in run["accuracy"].values())
         assert all(len(v) == 2 and v[1] >= 0 for v in run["differences"].values())
         assert {w for m in run["probe"].values() for w in m} == {"may", "left"}

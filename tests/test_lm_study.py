@@ -198,3 +198,111 @@ def test_the_shipped_elmo_is_notebook_17s_recipe_on_its_vocabulary(tmp_path):
     assert elmo.num_parameters() - bert.num_parameters() == len(study)  # the same size as BERT tiny, plus V
     assert run.step == len(run.records) == 400 and run.tokens_seen == 400 * 32 * lm_study.T
     assert run.records[-1]["loss"] < run.records[0]["loss"] - 1  # it trained
+
+
+def test_each_kind_gets_its_own_learning_rate_and_the_sweep_chose_it():
+    import json
+
+    assert lm_study.study_recipe(kind="elmo").lr == lm_study.STUDY_LR["elmo"]
+    assert lm_study.study_recipe().lr == 2e-3 and lm_study.study_recipe(lr=5e-3, kind="gpt").lr == 5e-3
+    with pytest.raises(ValueError, match="unknown model kind"):
+        lm_study.study_recipe(kind="lstm")
+    swept = json.loads((lm_study.WEIGHTS_DIR / "elmo_study.json").read_text(encoding="utf-8"))["lr_sweep"]
+    assert swept["chosen"] == lm_study.STUDY_LR and swept["selected_by"] == lm_study.SELECTED_BY
+    for kind, by_rate in swept["losses"].items():  # the chosen rate has the lowest loss of the measure selected by
+        scored = {float(lr): m[lm_study.SELECTED_BY[kind]] for lr, m in by_rate.items() if m is not None}
+        assert min(scored, key=scored.get) == lm_study.STUDY_LR[kind]
+    assert swept["command"].startswith("python benchmarks/elmo_study.py --sweep")
+
+
+def test_the_validation_articles_are_neither_trained_on_nor_compared_on():
+    train_docs, held_out_docs = lm_study.study_text()
+    validation = lm_study.validation_text()
+    assert len(validation) == 4
+    assert not any(doc in validation for doc in [*train_docs, *held_out_docs])
+
+
+def test_held_out_losses_are_the_models_own_losses(tokenizer):
+    ids = lm_study.windows(tokenizer, DOCS * 3, length=8)  # (n, 8)
+    gpt, elmo = lm_study.new_model("gpt", len(tokenizer), seed=1).eval(), small_elmo(len(tokenizer))
+    labels = ids.clone()
+    labels[:, -1] = IGNORE_INDEX  # the closing [SEP] is not scored
+    with torch.no_grad():
+        torch.testing.assert_close(lm_study.next_token_losses(gpt, ids).mean(), gpt(ids, labels=labels).loss)
+        torch.testing.assert_close(lm_study.next_token_losses(elmo, ids).mean(), elmo(ids, labels=labels).forward_loss)
+        no_cls = ids.clone()
+        no_cls[:, 0] = IGNORE_INDEX  # the opening [CLS] is not scored either way
+        torch.testing.assert_close(lm_study.previous_token_losses(elmo, ids).mean(),
+                                   elmo(ids, labels=no_cls).backward_loss)
+    assert set(lm_study.held_out_measures("elmo", elmo, tokenizer, ids)) >= {lm_study.SELECTED_BY["elmo"]}
+    assert set(lm_study.held_out_measures("gpt", gpt, tokenizer, ids)) == {lm_study.SELECTED_BY["gpt"]}
+
+
+def test_masked_lm_losses_say_what_the_input_shows_at_each_target(tokenizer):
+    ids = lm_study.windows(tokenizer, DOCS * 30, length=8)
+    bert = lm_study.new_model("bert", len(tokenizer), seed=1).eval()
+    m = lm_study.masked_lm_losses(bert, tokenizer, ids, seed=2)
+    batch = lm_study.collate_for("bert", tokenizer)(list(ids), torch.Generator().manual_seed(2))  # the same draw
+    selected = batch["labels"] != IGNORE_INDEX
+    shown = batch["input_ids"][selected]
+    assert torch.equal(m["label"], batch["labels"][selected]) and len(m["loss"]) == int(selected.sum())
+    assert torch.all(shown[m["shown"] == 0] == tokenizer.mask_token_id)
+    assert torch.all(shown[m["shown"] == 2] == m["label"][m["shown"] == 2])  # the answer is in the input
+    assert torch.all((shown[m["shown"] == 1] != m["label"][m["shown"] == 1]) & (shown[m["shown"] == 1] != tokenizer.mask_token_id))
+    share = torch.bincount(m["shown"], minlength=3).double() / len(m["shown"])
+    assert 0.7 < share[0] < 0.9 and 0.03 < share[2] < 0.2  # about 80 / 10 / 10
+    with torch.no_grad():
+        logits = bert(batch["input_ids"]).mlm_logits[selected]
+    torch.testing.assert_close(m["loss"], F.cross_entropy(logits, m["label"], reduction="none"))
+    assert torch.equal(m["window"], selected.nonzero()[:, 0])
+
+
+def test_fill_bigram_by_hand_and_in_the_hits(tokenizer):
+    from bertedu.course.ngram import BigramLM
+
+    ids = lm_study.windows(tokenizer, DOCS * 3, length=8)
+    bigram = BigramLM.from_windows(ids, len(tokenizer))
+    cloze = [("the river ran", "past", "the old mill ."), ("", "may", "the water rose .")]
+    both, left = lm_study.fill_bigram(bigram, tokenizer, cloze), lm_study.fill_bigram(bigram, tokenizer, cloze, "left")
+    special = sorted(tokenizer.special_ids)
+    for k, (l_piece, r_piece) in enumerate([("ran", "the"), ("[CLS]", "the")]):
+        l_id, r_id = tokenizer.vocab[l_piece], tokenizer.vocab[r_piece]
+        for guess, scores in [(left, bigram.log_probs[l_id].clone()),
+                              (both, bigram.log_probs[l_id] + bigram.log_probs[:, r_id])]:
+            scores[special] = -math.inf
+            assert int(guess[k]) == int(scores.argmax())
+    with pytest.raises(ValueError, match="sides"):
+        lm_study.fill_bigram(bigram, tokenizer, cloze, sides="right")
+    models = {"bert": lm_study.new_model("bert", len(tokenizer)).eval(), "gpt": lm_study.new_model("gpt", len(tokenizer)).eval(),
+              "elmo": small_elmo(len(tokenizer))}
+    hits = lm_study.middle_word_hits(models, tokenizer, cloze, "the", bigram)
+    assert list(hits)[-3:] == ["bigram, left piece", "bigram, both neighbours", "always 'the'"]
+    assert torch.equal(hits["bigram, both neighbours"], both == torch.tensor([tokenizer.vocab["past"], tokenizer.vocab["may"]]))
+
+
+@pytest.mark.slow
+def test_the_sweep_script_records_every_rate_and_keeps_the_seeds(tmp_path):
+    """benchmarks/elmo_study.py --sweep cut to 2 steps and two rates: every kind's measures per rate, the lowest
+    chosen, the command recorded, and the record's other keys kept."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    record = tmp_path / "elmo.json"
+    record.write_text(json.dumps({"by_seed": {"0": {}}}))
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "elmo_study.py"
+    proc = subprocess.run([sys.executable, str(script), "--sweep", "1e-3,1e-2", "--steps", "2", "--threads", "1",
+                           "--json", str(record)], capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    study = json.loads(record.read_text())
+    assert study["by_seed"] == {"0": {}}  # untouched
+    swept = study["lr_sweep"]
+    assert swept["rates"] == [1e-3, 1e-2] and swept["steps"] == 2 and swept["validation_windows"] > 100
+    for kind in lm_study.KINDS:
+        scored = {float(lr): m[lm_study.SELECTED_BY[kind]] for lr, m in swept["losses"][kind].items()}
+        assert swept["chosen"][kind] == min(scored, key=scored.get)
+    assert swept["command"].startswith("python benchmarks/elmo_study.py --sweep 1e-3,1e-2 --steps 2")
+    assert "| elmo | mean of both LMs' losses |" in proc.stdout

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -33,3 +35,24 @@ def test_nothing_to_score_or_count_is_an_error():
     counts = NeighbourCounts.from_rows([[CLS, A, SEP]])
     with pytest.raises(ValueError, match="no labelled positions"):
         counts.score([[CLS, A, SEP]], [[IGNORE_INDEX] * 3])
+
+
+def test_bigram_lm_is_interpolated_absolute_discounting_by_hand():
+    from bertedu.course.ngram import BigramLM
+
+    V = 5
+    ids = torch.tensor([[0, 1, 2, 1, 2], [0, 1, 3, 1, 2]])  # pairs: 0->1 x2, 1->2 x3, 2->1, 1->3, 3->1
+    lm = BigramLM.from_windows(ids, V, discount=0.5)
+    assert lm.counts[1, 2] == 3 and lm.counts[1, 3] == 1 and lm.counts.sum() == 8
+    unigram = (torch.tensor([0, 4, 3, 1, 0]).double() + 1) / (8 + V)  # the predicted pieces, add-one
+    torch.testing.assert_close(lm.unigram, unigram)
+    # after 1: c(1) = 4, two different followers; p(2 | 1) = (3 - 0.5) / 4 + 0.5 * 2 / 4 * p_uni(2)
+    assert math.isclose(lm.log_probs[1, 2].exp(), 2.5 / 4 + 0.25 * unigram[2], rel_tol=1e-12)
+    assert math.isclose(lm.log_probs[1, 0].exp(), 0.25 * unigram[0], rel_tol=1e-12)  # unseen after 1: the unigram share
+    torch.testing.assert_close(lm.log_probs[4].exp(), unigram)  # 4 never seen first: the unigram itself
+    torch.testing.assert_close(lm.log_probs.exp().sum(1), torch.ones(V, dtype=torch.float64))
+    # next_token_losses: pieces 1..T-2 of each window, given the piece before
+    expected = -(lm.log_probs[0, 1] + lm.log_probs[1, 2] + lm.log_probs[2, 1]) / 3
+    assert math.isclose(float(lm.next_token_losses(ids[:1])[0]), float(expected), rel_tol=1e-12)
+    with pytest.raises(ValueError, match="discount"):
+        BigramLM.from_windows(ids, V, discount=1.0)

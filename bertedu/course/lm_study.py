@@ -3,16 +3,22 @@
 Notebook 17 and `benchmarks/elmo_study.py` (the same recipe over several seeds) share it:
 
     study_text()          wiki-en's first 40 articles to train on, the next 6 held out
+    validation_text()     the 4 articles after those: where the learning-rate sweep chooses each model's rate
     study_tokenizer()     the 2,000 bert-base-uncased pieces those 40 articles use most, every character kept
     windows()             each article's pieces cut into [CLS] + 30 pieces + [SEP]: (n, T) with T = 32
     train_lm()            one of "bert" (masked LM), "gpt" (next token), "elmo" (two one-direction LMs), tiny
                           preset, no dropout, through `bertedu.training.loop.train` with `study_recipe()`
+    STUDY_LR              each kind's peak learning rate, chosen by the recorded sweep (`study_recipe(kind=...)`)
+    next_token_losses / previous_token_losses / masked_lm_losses / held_out_measures
+                          held-out losses: GPT's or a forward LM's, the backward LM's, BERT's per selected piece
+                          (split by what the input shows there: [MASK], a random piece, the piece itself)
     save_elmo / load_elmo the ELMo-style model notebook 17 reads, trained by this recipe and shipped
                           (`benchmarks/elmo_weights.py`): the notebook trains BERT and GPT itself
     cloze_sentences()     held-out sentences of 8-24 words whose middle word is one piece
     fill_masked / fill_left_only / fill_two_sided
                           the top piece for the hidden word: BERT reads both sides jointly at a [MASK], GPT the
                           left side only, the ELMo-style model adds its two one-sided guesses
+    fill_bigram()         the same fill from piece counts (`bertedu.course.ngram.BigramLM`): one neighbour or two
     paired_se()           the standard error of a difference of means over the same items (bootstrap)
     TWO_SENSES, word_vectors(), split_rank()
                           the two-sense probe: a word in 8 sentences, 4 per sense; is the split by sense the
@@ -39,20 +45,34 @@ from ..data.tokenizer import SPECIAL_TOKENS, load_vocab_tokenizer, write_vocab
 from ..family.elmo import ELMoConfig, ELMoStyleLM
 from ..family.gpt import CausalLM, GPTConfig
 from ..model.config import BertConfig
+from ..model.constants import IGNORE_INDEX
 from ..model.heads import BertForMaskedLM
 from ..pretrained import WEIGHTS_DIR, checked_file, minilm_vocab_path
 from ..training.config import TrainConfig, TrainResult
 from ..training.loop import train
+from .ngram import BigramLM
 
 KINDS = ("bert", "gpt", "elmo")
 ELMO_WEIGHTS = WEIGHTS_DIR / "elmo-study"  # notebook 17's ELMo-style model, made by benchmarks/elmo_weights.py
 T = 32  # window length: [CLS] + 30 pieces + [SEP]
+# Each kind's peak learning rate for the study's 400 steps: the lowest held-out loss on validation_text() of
+# the sweep recorded in weights/elmo_study.json["lr_sweep"] (benchmarks/elmo_study.py --sweep; the record
+# holds the command and every rate's losses). BERT by its loss at [MASK] positions, GPT by its next-token
+# loss, the ELMo-style model by the mean of its two LMs' losses.
+STUDY_LR = {"bert": 2e-3, "gpt": 2e-3, "elmo": 5e-2}
+SELECTED_BY = {"bert": "[MASK] loss", "gpt": "next-token loss", "elmo": "mean of both LMs' losses"}
 
 
 def study_text(n_train: int = 40, n_held_out: int = 6) -> tuple[list, list]:
     """wiki-en's first n_train articles (lists of sentences) and the n_held_out after them."""
     documents = list(itertools.islice(load_corpus("wiki-en"), n_train + n_held_out))
     return documents[:n_train], documents[n_train:]
+
+
+def validation_text(n: int = 4, after: int = 46) -> list:
+    """wiki-en's n articles after the first `after` (40 training, 6 held out): the learning-rate sweep's text,
+    so that choosing a rate never reads the articles the comparisons are measured on."""
+    return list(itertools.islice(load_corpus("wiki-en"), after, after + n))
 
 
 def study_tokenizer(train_docs: list, vocab_path: str | Path, size: int = 2000):
@@ -87,9 +107,12 @@ def study_data(vocab_path: str | Path) -> tuple:
     return tokenizer, windows(tokenizer, train_docs), held_out_docs
 
 
-def study_recipe(steps: int = 400, seed: int = 0, **overrides) -> TrainConfig:
-    """Notebook 17's recipe: 32 windows a step, peak lr 2e-3 with 6% warm-up, on the CPU, quiet."""
-    settings = dict(lr=2e-3, warmup_ratio=0.06, steps=steps, batch_size=32, seed=seed, log_every=1,
+def study_recipe(steps: int = 400, seed: int = 0, kind: str | None = None, **overrides) -> TrainConfig:
+    """Notebook 17's recipe: 32 windows a step, 6% warm-up, on the CPU, quiet; the peak lr is `kind`'s own
+    (STUDY_LR, chosen by the sweep), or 2e-3 without a kind."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown model kind {kind!r}: choose one of {KINDS}")
+    settings = dict(lr=STUDY_LR[kind] if kind else 2e-3, warmup_ratio=0.06, steps=steps, batch_size=32, seed=seed, log_every=1,
                     progress=False, device="cpu")  # CPU at either scale: the fills read CPU tensors
     return TrainConfig(**{**settings, **overrides})
 
@@ -276,18 +299,38 @@ def most_frequent_word(tokenizer, train_ids: torch.Tensor) -> str:
     return max((w for w in tokenizer.vocab if w.isalpha()), key=lambda w: counts[tokenizer.vocab[w]])
 
 
-def middle_word_hits(models: dict, tokenizer, cloze: Sequence[tuple[str, str, str]], always: str) -> dict[str, torch.Tensor]:
-    """Per reader, (n,) bool: is its top piece the hidden word? models: "bert", "gpt", "elmo" -> trained model."""
+def fill_bigram(bigram: BigramLM, tokenizer, cloze: Sequence[tuple[str, str, str]], sides: str = "both") -> torch.Tensor:
+    """(B,) the top piece between each left side's last piece (or [CLS]) and the right side's first (or [SEP])
+    by piece counts: log p(w | left piece) + log p(right piece | w) (sides="both"), or the first term alone
+    ("left")."""
+    if sides not in ("both", "left"):
+        raise ValueError(f"sides must be 'both' or 'left', got {sides!r}")
+    lefts = torch.tensor([([tokenizer.cls_token_id] + _piece_ids(tokenizer, left))[-1] for left, _, _ in cloze])
+    rights = torch.tensor([(_piece_ids(tokenizer, right) + [tokenizer.sep_token_id])[0] for _, _, right in cloze])
+    scores = bigram.log_probs[lefts]  # (B, V): log p(w | left piece)
+    if sides == "both":
+        scores = scores + bigram.log_probs[:, rights].T  # (B, V): + log p(right piece | w)
+    return no_special(scores, tokenizer).argmax(-1)
+
+
+def middle_word_hits(models: dict, tokenizer, cloze: Sequence[tuple[str, str, str]], always: str,
+                     bigram: BigramLM | None = None) -> dict[str, torch.Tensor]:
+    """Per reader, (n,) bool: is its top piece the hidden word? models: "bert", "gpt", "elmo" -> trained model;
+    with `bigram`, also the piece counts' fill from the left piece and from both neighbours (`fill_bigram`)."""
     answers = torch.tensor([tokenizer.vocab[word] for _, word, _ in cloze])
     lefts = [left for left, _, _ in cloze]
-    return {
+    hits = {
         "BERT, both sides": fill_masked(models["bert"], tokenizer, [f"{l} [MASK] {r}" for l, _, r in cloze]) == answers,
         "GPT, left side": fill_left_only(models["gpt"], tokenizer, lefts) == answers,
         "ELMo-style, both sides": fill_two_sided(models["elmo"], tokenizer, cloze) == answers,
         "ELMo-style, left LM": fill_two_sided(models["elmo"], tokenizer, cloze, sides="left") == answers,
         "ELMo-style, right LM": fill_two_sided(models["elmo"], tokenizer, cloze, sides="right") == answers,
-        f"always {always!r}": answers == tokenizer.vocab[always],
     }
+    if bigram is not None:
+        hits["bigram, left piece"] = fill_bigram(bigram, tokenizer, cloze, sides="left") == answers
+        hits["bigram, both neighbours"] = fill_bigram(bigram, tokenizer, cloze) == answers
+    hits[f"always {always!r}"] = answers == tokenizer.vocab[always]
+    return hits
 
 
 def paired_se(a: torch.Tensor, b: torch.Tensor, n_boot: int = 2000) -> float:
@@ -295,6 +338,51 @@ def paired_se(a: torch.Tensor, b: torch.Tensor, n_boot: int = 2000) -> float:
     d = a.double() - b.double()  # (n,)
     resampled = torch.randint(len(d), (n_boot, len(d)), generator=torch.Generator().manual_seed(0))  # (n_boot, n)
     return float(d[resampled].mean(-1).std())
+
+
+@torch.no_grad()
+def next_token_losses(model, ids: torch.Tensor) -> torch.Tensor:
+    """(n,) each window's mean -log p(x_{t+1} | x_0..x_t) over pieces 1..T-2 of ids (n, T) (the closing [SEP]
+    is not scored): GPT's loss, or the ELMo-style model's forward LM's."""
+    out = model(ids)
+    logits = out.forward_logits if isinstance(model, ELMoStyleLM) else out.logits  # (n, T, V): t scores t + 1
+    return F.cross_entropy(logits[:, :-2].transpose(1, 2), ids[:, 1:-1], reduction="none").mean(1)
+
+
+@torch.no_grad()
+def previous_token_losses(model: ELMoStyleLM, ids: torch.Tensor) -> torch.Tensor:
+    """(n,) each window's mean -log p(x_t | x_{t+1}..x_{T-1}) over pieces 1..T-2 (the opening [CLS] is not
+    scored): the ELMo-style model's backward LM."""
+    logits = model(ids).backward_logits  # (n, T, V): position t scores t - 1
+    return F.cross_entropy(logits[:, 2:].transpose(1, 2), ids[:, 1:-1], reduction="none").mean(1)
+
+
+MLM_SHOWN = ("[MASK]", "a random piece", "the piece itself")  # what the input holds at a selected piece
+
+
+@torch.no_grad()
+def masked_lm_losses(model, tokenizer, ids: torch.Tensor, seed: int = 0) -> dict[str, torch.Tensor]:
+    """BERT's loss at each selected piece of ids (n, T) under one fixed draw of the training masks (15%,
+    80/10/10, `collate_for("bert")` seeded by seed). Returns (M,) tensors: "loss", "label", "window" (the row)
+    and "shown", an index into MLM_SHOWN: at "the piece itself" the answer is in the input."""
+    batch = collate_for("bert", tokenizer)(list(ids), torch.Generator().manual_seed(seed))
+    selected = batch["labels"] != IGNORE_INDEX  # (n, T)
+    logits = model(batch["input_ids"]).mlm_logits[selected]  # (M, V)
+    labels, shown = batch["labels"][selected], batch["input_ids"][selected]  # (M,) each
+    kind = torch.where(shown == tokenizer.mask_token_id, 0, torch.where(shown == labels, 2, 1))  # (M,)
+    return {"loss": F.cross_entropy(logits, labels, reduction="none"), "label": labels,
+            "window": selected.nonzero()[:, 0], "shown": kind}
+
+
+def held_out_measures(kind: str, model, tokenizer, ids: torch.Tensor) -> dict[str, float]:
+    """`kind`'s held-out losses on windows ids (n, T), named as SELECTED_BY names the one the sweep selects by."""
+    if kind == "bert":
+        m = masked_lm_losses(model, tokenizer, ids)
+        return {"all-target loss": float(m["loss"].mean()), "[MASK] loss": float(m["loss"][m["shown"] == 0].mean())}
+    if kind == "gpt":
+        return {"next-token loss": float(next_token_losses(model, ids).mean())}
+    forward, backward = float(next_token_losses(model, ids).mean()), float(previous_token_losses(model, ids).mean())
+    return {"next-token loss": forward, "previous-token loss": backward, "mean of both LMs' losses": (forward + backward) / 2}
 
 
 # The two-sense probe: a word, 4 sentences in each sense. Every word is one piece both in the

@@ -15,6 +15,9 @@ Each predictor backs off to the one below it when it has never seen its context 
 neighbour is such a context). Ties go to the token counted first, so results are exact.
 Used by `benchmarks/pretrain_study.py` and `benchmarks/plateau.py` (through `count_baselines`,
 which scores a `bertedu pretrain` run's own held-out masks).
+
+`BigramLM` is the same idea as a language model with probabilities (notebook 17): p(next piece |
+previous piece) from counts, so that "bigram statistics" can be measured as a loss beside GPT's.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
 from pathlib import Path
+
+import torch
 
 from ..data import collate_pretraining
 from ..data.corpora import load_corpus
@@ -88,6 +93,42 @@ class NeighbourCounts:
         if total == 0:
             raise ValueError("no labelled positions to score")
         return {name: correct[name] / total for name in PREDICTORS}
+
+
+class BigramLM:
+    """p(next piece | previous piece) counted from training windows, for notebook 17's baselines.
+
+    Interpolated absolute discounting (Ney et al. 1994), d = 0.75 as usual: each seen pair gives up d of its
+    count, and the mass given up goes to all pieces by the unigram. With c(v, w) the count of w after v,
+    c(v) = sum_w c(v, w) and n(v) the number of different w seen after v:
+
+        p(w | v) = max(c(v, w) - d, 0) / c(v) + d n(v) / c(v) * p_uni(w)        (p_uni(w) when c(v) = 0)
+
+    p_uni is add-one smoothed over the pieces predicted (every position but the first), as notebook 17's
+    frequency baseline. `log_probs` (V, V): row v holds log p(. | v).
+    """
+
+    def __init__(self, counts: torch.Tensor, discount: float = 0.75):
+        if not 0.0 < discount < 1.0:
+            raise ValueError(f"discount must be in (0, 1), got {discount}")
+        counts = counts.double()  # (V, V): counts[v, w] = c(v, w)
+        self.counts, self.discount = counts, discount
+        self.unigram = (counts.sum(0) + 1) / (counts.sum() + len(counts))  # (V,) add-one
+        total = counts.sum(1, keepdim=True)  # (V, 1) c(v)
+        seen = (counts > 0).sum(1, keepdim=True)  # (V, 1) n(v)
+        kept = (counts - discount).clamp(min=0) / total.clamp(min=1)  # (V, V)
+        spread = torch.where(total > 0, discount * seen / total.clamp(min=1), torch.ones_like(total))  # (V, 1)
+        self.log_probs = (kept + spread * self.unigram).log()  # (V, V)
+
+    @classmethod
+    def from_windows(cls, ids: torch.Tensor, vocab_size: int, discount: float = 0.75) -> "BigramLM":
+        """Count every pair of neighbours (x_t, x_{t+1}) of the windows ids (n, T)."""
+        pairs = ids[:, :-1].flatten() * vocab_size + ids[:, 1:].flatten()  # (n (T - 1),)
+        return cls(torch.bincount(pairs, minlength=vocab_size * vocab_size).view(vocab_size, vocab_size), discount)
+
+    def next_token_losses(self, ids: torch.Tensor) -> torch.Tensor:
+        """(n,) each window's mean -log p(x_{t+1} | x_t) over pieces 1..T-2 of ids (n, T), as GPT is scored."""
+        return -self.log_probs[ids[:, :-2], ids[:, 1:-1]].mean(1)
 
 
 def _rows(values) -> list[list[int]]:
