@@ -268,7 +268,7 @@ def masked_position_logits(model: nn.Module, input_ids: torch.Tensor, labels: to
 
     model: a masked LM with `.bert` and `.mlm` (BertForPreTraining, DistilBertForMaskedLM);
     input_ids, labels, attention_mask (B, T); labels != -100 marks the M masked positions.
-    The head runs on those rows alone, so its cost follows M, not B * T.
+    The head runs on those rows alone, so its cost follows M, not B * T. Introduced in notebook 18.
     """
     hidden = model.bert(input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, D)
     return model.mlm(hidden[labels != IGNORE_INDEX])  # (M, V)

@@ -1,0 +1,157 @@
+"""Soft targets against hard labels, measured (issue 50 item 7; notebook 18 reads the record).
+
+The teacher is minilm-mlm (all-MiniLM-L6-v2 with its trained MLM head). Each student starts as
+its layers 0, 2 and 4 with its embeddings and MLM head (`bertedu.family.distilbert.student_from_teacher`)
+and trains on the masked positions of the same batches (wiki-en's training documents, windows of
+--max-seq-length pieces, 15% masked), the same steps, in one of two ways
+(`bertedu.family.distillation.MaskedLMStudent`):
+
+    hard   cross-entropy against the true tokens
+    soft   T^2 KL to the teacher's distribution at the same positions, softened by T; no labels
+
+Scored on wiki-en's held-out documents (those minilm-mlm never trained on): masked-token
+accuracy against the true tokens and agreement with the teacher's top word, on a fixed mask.
+First each way gets its own learning rate: a sweep on seed 0, chosen by the dev cross-entropy on
+the true pieces (dev and test are two halves of the held-out windows, each with its own fixed mask;
+accuracy on a few hundred pieces ties too often to choose by). Then both run
+at their rates on every seed (data order, masks, dropout), scored on test along the way; the
+paired difference soft - hard per seed, with its standard error over seeds.
+
+    python benchmarks/soft_targets.py --threads 1 --batch-size 8 --eval-windows 96 --seeds 0,1,2,3 --out bertedu/weights/soft_targets.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from bertedu.data.corpora import wiki_en
+from bertedu.data.documents import document_sequences, held_out_split, make_batch, wiki_en_held_out
+from bertedu.family.distilbert import student_from_teacher
+from bertedu.family.distillation import MaskedLMStudent, masked_position_logits
+from bertedu.pretrained import load_masked_lm
+from bertedu.training.config import TrainConfig
+from bertedu.training.loop import train
+
+LAYERS = [0, 2, 4]
+
+
+def parse(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--max-seq-length", type=int, default=32)
+    p.add_argument("--train-docs", type=int, default=40, help="the first N of wiki-en's training documents")
+    p.add_argument("--eval-windows", type=int, default=96, help="held-out windows in dev and in test, each")
+    p.add_argument("--temperature", type=float, default=2.0)
+    p.add_argument("--lrs", default="1e-4,3e-4,1e-3", help="the sweep, on seed 0, scored on dev")
+    p.add_argument("--seeds", default="0,1,2,3")
+    p.add_argument("--evals", type=int, default=2, help="test scores along each run (the curve)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default="bertedu/weights/soft_targets.json")
+    return p.parse_args(argv)
+
+
+class Scorer:
+    """Masked-token accuracy and agreement with the teacher on one fixed mask of held-out windows."""
+
+    def __init__(self, teacher, tok, windows, mask_seed: int):
+        self.ids, self.mask, self.labels = make_batch(windows, tok, torch.Generator().manual_seed(mask_seed))
+        self.truth = self.labels[self.labels != -100]  # (M,)
+        self.teacher_pred = self.predict(teacher)
+
+    def logits(self, model) -> torch.Tensor:
+        with torch.no_grad():
+            return masked_position_logits(model.eval(), self.ids, self.labels, self.mask)  # (M, V)
+
+    def predict(self, model) -> torch.Tensor:
+        return self.logits(model).argmax(-1)  # (M,)
+
+    def __call__(self, model) -> dict:
+        logits = self.logits(model)
+        pred = logits.argmax(-1)
+        return {"accuracy": float((pred == self.truth).float().mean()),
+                "agreement": float((pred == self.teacher_pred).float().mean()),
+                "loss": float(torch.nn.functional.cross_entropy(logits, self.truth))}
+
+
+def run(args, teacher, tok, windows, way: str, lr: float, seed: int, scorers: dict) -> dict:
+    """One student trained one way; scores by scorer name at the end, and test's curve."""
+    torch.manual_seed(seed)
+    model = MaskedLMStudent(student_from_teacher(teacher, LAYERS), teacher if way == "soft" else None,
+                            args.temperature)
+    curve = [(0, scorers["test"](model.student))]
+
+    def evaluator(m):
+        curve.append((None, scorers["test"](m.student)))
+        m.train()
+        return {}
+
+    def collate(sequences, generator):
+        ids, mask, labels = make_batch(sequences, tok, generator)
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+    cfg = TrainConfig(lr=lr, warmup_ratio=0.1, steps=args.steps, batch_size=args.batch_size, seed=seed,
+                      device="cpu", progress=False, log_every=args.steps, eval_every=args.steps // args.evals)
+    start = time.process_time()
+    train(model, windows, collate, cfg, evaluator=evaluator)
+    steps = [0] + [args.steps // args.evals * k for k in range(1, len(curve))]
+    result = {name: score(model.student) for name, score in scorers.items() if name != "test"}
+    result.update(test=curve[-1][1], curve=[{"step": s, **c} for s, (_, c) in zip(steps, curve)],
+                  cpu_s=round(time.process_time() - start, 1))
+    print(f"{way} lr {lr:g} seed {seed}: " + ", ".join(f"{k} {v}" for k, v in result.items() if k != "curve"),
+          flush=True)
+    return result
+
+
+def summary(rows: list[dict], key: str) -> dict:
+    """mean and standard error over seeds of each way's score and of the paired difference soft - hard."""
+    hard = [r["hard"]["test"][key] for r in rows]
+    soft = [r["soft"]["test"][key] for r in rows]
+    diff = [s - h for s, h in zip(soft, hard)]
+    se = lambda xs: statistics.stdev(xs) / len(xs) ** 0.5  # noqa: E731
+    return {"hard": statistics.mean(hard), "soft": statistics.mean(soft), "difference": statistics.mean(diff),
+            "difference_se": se(diff), "hard_se": se(hard), "soft_se": se(soft)}
+
+
+def main(argv=None) -> None:
+    args = parse(argv)
+    torch.set_num_threads(args.threads)
+    teacher, tok = load_masked_lm("minilm-mlm")
+    train_docs = held_out_split(list(wiki_en()))[0][: args.train_docs]
+    windows = document_sequences(train_docs, tok, args.max_seq_length)
+    held = document_sequences(wiki_en_held_out(), tok, args.max_seq_length)
+    scorers = {"test": Scorer(teacher, tok, held[0::2][: args.eval_windows], 0),
+               "dev": Scorer(teacher, tok, held[1::2][: args.eval_windows], 1)}
+    lrs, seeds = [float(x) for x in args.lrs.split(",")], [int(x) for x in args.seeds.split(",")]
+    sweep = {way: {f"{lr:g}": run(args, teacher, tok, windows, way, lr, seeds[0], scorers) for lr in lrs}
+             for way in ("hard", "soft")}
+    # chosen by the dev loss on the true pieces: continuous, where the accuracy of a few hundred pieces ties
+    chosen = {way: min(runs, key=lambda lr: runs[lr]["dev"]["loss"]) for way, runs in sweep.items()}
+    rows = [{"seed": seeds[0], **{way: sweep[way][chosen[way]] for way in sweep}}]
+    for seed in seeds[1:]:
+        rows.append({"seed": seed, **{way: run(args, teacher, tok, windows, way, float(chosen[way]), seed, scorers)
+                                      for way in ("hard", "soft")}})
+    test = scorers["test"]
+    record = {
+        "command": "python benchmarks/soft_targets.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "settings": {k: v for k, v in vars(args).items() if k != "out"}, "layers": LAYERS,
+        "train_windows": len(windows), "test_masked": len(test.truth), "dev_masked": len(scorers["dev"].truth),
+        "teacher_test_accuracy": float((test.teacher_pred == test.truth).float().mean()),
+        "sweep": sweep, "chosen_lr": chosen, "seeds": rows,
+        "accuracy": summary(rows, "accuracy"), "agreement": summary(rows, "agreement"),
+        "machine": f"{platform.machine()}, torch {torch.__version__}, {args.threads} thread(s)",
+    }
+    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    print(json.dumps({k: record[k] for k in ("chosen_lr", "accuracy", "agreement")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
