@@ -46,6 +46,7 @@ def anchors(path: Path) -> set[str]:
         n = seen.get(base, 0)
         seen[base] = n + 1
         out.add(base if n == 0 else f"{base}-{n}")
+    out.update(re.findall(r'<a id="([\w-]+)"></a>', path.read_text(encoding="utf-8")))  # the glossary's anchors
     return out
 
 
