@@ -94,3 +94,26 @@ def test_cpu_sized_notebooks_train_on_the_cpu_at_either_scale(name):
             assert study_recipe().device == "cpu"
         else:
             assert 'device="cpu"' in source, source[:300]
+
+
+def test_tf32_is_switched_on_for_cuda_only():
+    """TF32 matmuls on CUDA (issue 52 item 5); on the CPU the flags are left as they were."""
+    from bertedu.training.distributed import allow_tf32
+
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        assert allow_tf32(torch.device("cpu")) is False
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+        assert allow_tf32(torch.device("cuda", 0)) is True
+        assert torch.backends.cuda.matmul.allow_tf32 is True and torch.backends.cudnn.allow_tf32 is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_distill_precision_is_auto():
+    """distill resolves its precision like pretrain and finetune: bf16 on CUDA, fp32 on the CPU."""
+    from bertedu.training.distill import DistillConfig
+
+    assert DistillConfig.__dataclass_fields__["precision"].default == "auto"
+    assert resolve_precision(DistillConfig.__dataclass_fields__["precision"].default, "cpu") == "fp32"

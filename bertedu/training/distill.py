@@ -82,6 +82,7 @@ class DistillConfig(TrainConfig):
     temperature: float = setting(2.0, "softmax temperature of the soft-target loss (DistilBERT: 2)")
     max_eval_sequences: int = setting(256, "held-out wiki-en sequences scored at each evaluation")
     lr: float = setting(1e-4, "peak learning rate of AdamW")
+    precision: str = setting("auto", "auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -51,11 +51,24 @@ def setup_distributed(device: Optional[str] = None) -> DistContext:
     ctx = DistContext(rank, world_size, local_rank, resolve_device(device, local_rank))
     if ctx.device.type == "cuda":
         torch.cuda.set_device(ctx.device)
+    allow_tf32(ctx.device)
     if world_size > 1 and not dist.is_initialized():
         with _stop_signals_blocked():  # the group's threads inherit the mask: signals reach Python's thread
             dist.init_process_group("nccl" if ctx.device.type == "cuda" else "gloo")
         atexit.register(_leave_process_group)
     return ctx
+
+
+def allow_tf32(device: torch.device) -> bool:
+    """On CUDA, let fp32 matmuls and convolutions use TF32 tensor cores (10-bit mantissa,
+    fp32 range): the fp32 parts of a bf16-autocast step and any --precision fp32 run go
+    several times faster on Ampere and later. Nothing changes on the CPU, so CPU runs stay
+    bit for bit what they were. Returns whether it was switched on."""
+    if torch.device(device).type != "cuda":
+        return False
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return True
 
 
 @contextlib.contextmanager
