@@ -547,3 +547,37 @@ def test_bf16_on_a_cpu_without_bf16_instructions_warns_and_fp32_does_not(monkeyp
         monkeypatch.setattr(utils, "cpu_has_bf16", lambda: False)
         utils.autocast("fp32", torch.device("cpu"))
         utils.autocast("auto", torch.device("cpu"))
+
+
+NO_NSP_SCRIPT = """
+import sys
+import torch
+torch.set_num_threads(1)
+from bertedu.cli import main
+# MLM only under torchrun: the NSP head is frozen, so DDP runs without find_unused_parameters
+# (with a trainable head and no search DDP fails at the second step's reduction)
+sys.exit(main(["pretrain", "--preset", "tiny", "--steps", "3", "--batch-size", "4", "--no-nsp",
+               "--corpus", "wiki-en", "--max-documents", "24", "--vocab-size", "1500", "--no-progress",
+               "--max-seq-length", "64", "--max-eval-examples", "8", "--out", sys.argv[1] + "/mlm"]))
+"""
+
+
+@pytest.mark.slow
+def test_mlm_only_under_torchrun_needs_no_unused_parameter_search(tmp_path):
+    script = tmp_path / "no_nsp.py"
+    script.write_text(NO_NSP_SCRIPT)
+    run_torchrun(script, str(tmp_path), timeout=240)
+    assert read_metrics(tmp_path / "mlm")[-1]["step"] == 3
+
+
+def test_mlm_only_freezes_the_nsp_head_under_several_processes_only(monkeypatch):
+    from bertedu.training.pretrain import PretrainConfig, initial_model
+
+    tokenizer = [None] * 100  # initial_model reads only the vocabulary's size
+    cfg = PretrainConfig(preset="tiny", nsp=False, steps=1, device="cpu")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert all(p.requires_grad for p in initial_model(cfg, tokenizer).parameters())  # one process: as before
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    model = initial_model(cfg, tokenizer)
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert frozen and all(n.startswith(("nsp.", "bert.pooler.")) for n in frozen)

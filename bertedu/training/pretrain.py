@@ -49,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import time
 import warnings
 from contextlib import nullcontext
@@ -440,8 +441,9 @@ def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
     model = initial_model(cfg, tokenizer, dataset if cfg.unigram_bias else None, resume)
 
     train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision, cfg.device), out=str(out),
-                                 # without NSP its head gets no gradient, which DDP must be told
-                                 ddp_find_unused_parameters=cfg.ddp_find_unused_parameters or not cfg.nsp)
+                                 # without NSP its head gets no gradient: frozen under torchrun, told to DDP otherwise
+                                 ddp_find_unused_parameters=cfg.ddp_find_unused_parameters or
+                                 (not cfg.nsp and not _nsp_frozen(model)))
     peak_lrs = {"mlm.": cfg.head_lr} if cfg.head_lr is not None else None
     result = train(model, dataset, collate, train_cfg, eval_dataset=eval_dataset, resume=resume,
                    peak_lrs=peak_lrs, evaluator=evaluator)
@@ -535,8 +537,19 @@ def initial_model(cfg: PretrainConfig, tokenizer, sequences=None, resume: bool =
             model.mlm.decoder.bias.copy_(unigram_log_probs(sequences, len(tokenizer), tokenizer.special_ids))
     if cfg.freeze_word_embeddings:
         model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    if not cfg.nsp and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        # MLM only under torchrun: the NSP head and the pooler feeding it get no gradient, so they
+        # are frozen and DDP needs no find_unused_parameters (a full search of the graph each step).
+        # One process keeps them trainable, so its optimizer state (and a resume) is as before.
+        for part in (model.nsp, model.bert.pooler):
+            if part is not None:
+                part.requires_grad_(False)
     set_fast_path(model, unpad=cfg.unpad, sparse_mlm=cfg.sparse_mlm)
     return model
+
+
+def _nsp_frozen(model) -> bool:
+    return not any(p.requires_grad for p in model.nsp.parameters())
 
 
 def minilm_with_fresh_heads(seed: int, attn_implementation: str = "sdpa") -> BertForPreTraining:
