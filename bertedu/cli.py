@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 import shlex
 import sys
@@ -231,7 +232,9 @@ def _error(command: str, err: BaseException) -> None:
 def _resume_command(command: str, argv: Sequence[str]) -> str:
     """The command line that continues an interrupted run: the same flags plus --resume."""
     args = [a for a in argv if a != "--resume"]
-    return shlex.join(["bertedu", *args, "--resume"])
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    launcher = ["torchrun", "--standalone", "--nproc-per-node", str(world_size), "-m", "bertedu.cli"] if world_size > 1 else ["bertedu"]
+    return shlex.join([*launcher, *args, "--resume"])
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -255,7 +258,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except TrainingInterrupted as stop:
         print(f"bertedu {args.command}: {stop}", file=sys.stderr)
-        if stop.checkpoint:
+        if stop.checkpoint and os.environ.get("RANK", "0") == "0":  # under torchrun: once, from process 0
             print(f"resume with: {_resume_command(args.command, argv)}", file=sys.stderr)
         return stop.exit_status
     except KeyboardInterrupt:  # before training started (building a vocabulary, the data): nothing to keep

@@ -581,3 +581,36 @@ def test_mlm_only_freezes_the_nsp_head_under_several_processes_only(monkeypatch)
     model = initial_model(cfg, tokenizer)
     frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
     assert frozen and all(n.startswith(("nsp.", "bert.pooler.")) for n in frozen)
+
+
+def test_a_resume_with_another_number_of_processes_fails_in_one_line(tmp_path, monkeypatch):
+    """A checkpoint from 2 processes x batch 4, resumed by one process at batch 4: a SettingError
+    naming both process counts and the torchrun command, not a traceback about the data position."""
+    from bertedu.errors import SettingError
+    from bertedu.training import loop
+
+    out = tmp_path / "run"
+    train(tiny_model(), ToyPairs(24), fixed_collate, config(steps=2, save_every=2, out=str(out)))
+    load = loop._load_newest_intact
+
+    def as_if_two_processes(*args, **kwargs):
+        saved = load(*args, **kwargs)
+        return {**saved, "rng": saved["rng"] * 2, "global_batch": 2 * saved["global_batch"]}
+
+    monkeypatch.setattr(loop, "_load_newest_intact", as_if_two_processes)
+    with pytest.raises(SettingError) as err:
+        train(tiny_model(), ToyPairs(24), fixed_collate, config(steps=3, save_every=2, out=str(out)), resume=True)
+    message = str(err.value)
+    assert "\n" not in message and "written by 2 processes" in message and "this run has 1" in message
+    assert "torchrun --nproc-per-node 2" in message
+
+
+def test_the_resume_command_is_printed_once_with_its_torchrun_prefix(monkeypatch):
+    from bertedu.cli import _resume_command
+
+    argv = ["pretrain", "--out", "run", "--resume"]
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert _resume_command("pretrain", argv) == "bertedu pretrain --out run --resume"
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert _resume_command("pretrain", argv) == \
+        "torchrun --standalone --nproc-per-node 2 -m bertedu.cli pretrain --out run --resume"

@@ -62,7 +62,7 @@ from .checkpoint import (
 )
 from ..model.constants import IGNORE_INDEX
 from .distributed import DistContext, setup_distributed, wrap_model
-from ..errors import OutputFolderError
+from ..errors import OutputFolderError, SettingError
 from .jobs import StopSignals, TrainingInterrupted, run_lock, stop_signals
 from .progress import ProgressBar
 from ..utils import eval_mode, seed_everything
@@ -456,6 +456,11 @@ def _start_or_resume(model, optimizer, cfg: TrainConfig, ctx: DistContext, num_e
     saved = _load_newest_intact(out_dir, model, optimizer)
     latest = Path(saved["path"])
     global_batch = cfg.batch_size * ctx.world_size * cfg.grad_accum_steps
+    if len(saved["rng"]) != ctx.world_size and saved["global_batch"] != global_batch:
+        raise SettingError(
+            f"{latest} was written by {len(saved['rng'])} processes (global batch {saved['global_batch']}); this "
+            f"run has {ctx.world_size} (global batch {global_batch}): resume with torchrun --nproc-per-node "
+            f"{len(saved['rng'])}, or change --batch-size / --grad-accum-steps to keep the global batch")
     if saved["global_batch"] != global_batch or saved["num_examples"] != num_examples:
         raise ValueError(
             f"{latest} was trained with a global batch of {saved['global_batch']} on {saved['num_examples']} "
