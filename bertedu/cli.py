@@ -233,7 +233,9 @@ def _resume_command(command: str, argv: Sequence[str]) -> str:
     """The command line that continues an interrupted run: the same flags plus --resume."""
     args = [a for a in argv if a != "--resume"]
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    launcher = ["torchrun", "--standalone", "--nproc-per-node", str(world_size), "-m", "bertedu.cli"] if world_size > 1 else ["bertedu"]
+    launcher = ["bertedu"]
+    if world_size > 1:
+        launcher = ["torchrun", "--standalone", "--nproc-per-node", str(world_size), "-m", "bertedu.cli"]
     return shlex.join([*launcher, *args, "--resume"])
 
 

@@ -614,3 +614,13 @@ def test_the_resume_command_is_printed_once_with_its_torchrun_prefix(monkeypatch
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert _resume_command("pretrain", argv) == \
         "torchrun --standalone --nproc-per-node 2 -m bertedu.cli pretrain --out run --resume"
+
+
+def test_finetune_refuses_several_processes_in_one_line(tmp_path, monkeypatch, capsys):
+    from bertedu.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["finetune", "--task", "sst2", "--out", str(tmp_path / "ft")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "one process" in err and "started 2" in err
+    assert not (tmp_path / "ft").exists()  # refused before anything was written

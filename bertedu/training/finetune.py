@@ -669,6 +669,10 @@ def finetune(cfg: FinetuneConfig, resume: bool = False) -> dict:
     resume: continue the interrupted run in cfg.out (same settings). The run holds
     out/.lock throughout (bertedu.training.jobs.run_lock); a user's mistake raises a UserError.
     """
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    if processes > 1:  # every rank would score and write, and the dev schedule assumes one process
+        raise SettingError(f"finetune runs in one process, but torchrun started {processes}: "
+                           "run it as 'bertedu finetune ...' (with --device cuda:0 on a GPU machine)")
     if resume:
         check_resumable(cfg.out, "finetune")  # a missing folder: said before the lock creates it
     with run_lock(cfg.out), undone_if_refused(cfg.out, _RUN_OUTPUTS):
