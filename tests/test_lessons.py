@@ -32,7 +32,6 @@ NOT_YET = {
     "15": {"no-map", "no-predict", "words"},
     "17": {"cells", "code-lines", "ignore-comments", "no-map", "no-predict", "words"},
     "18": {"code-lines", "copied-exercise", "ignore-comments", "no-map", "no-predict"},
-    "19": {"code-lines", "copied-exercise", "no-map", "no-predict"},
 }
 
 
