@@ -21,7 +21,6 @@ NOT_YET = {
     "04": {"cells", "copied-exercise", "no-predict", "words"},
     "05": {"cells", "copied-exercise", "no-predict", "words"},
     "06": {"cells", "code-lines", "copied-exercise", "ignore-comments", "no-map", "no-predict", "words"},
-    "07": {"code-lines", "git", "ignore-comments", "no-map", "no-predict", "words"},
     "08": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
     "09": {"cells", "code-lines", "no-map", "no-predict", "words"},
     "10": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
