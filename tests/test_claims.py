@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted([*(REPO / "notebooks").glob("*.ipynb"), *(REPO / "notebooks").glob("appendix/*.ipynb")])  # the lessons and their appendix
 
 FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.S | re.M)
 INLINE_CODE = re.compile(r"`[^`\n]*`")

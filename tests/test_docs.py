@@ -93,7 +93,10 @@ def test_relative_links_lead_to_files_and_headings_that_exist(page):
     assert not broken, f"{page.relative_to(REPO)}: broken links: {broken}"
 
 
-@pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+NOTEBOOKS = sorted([*(REPO / "notebooks").glob("*.ipynb"), *(REPO / "notebooks").glob("appendix/*.ipynb")])
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_markdown_links_lead_to_files_and_headings_that_exist(notebook):
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     text = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")

@@ -46,7 +46,8 @@ def test_every_notebook_removes_the_temporary_folders_it_makes():
     """nbval kills a notebook's kernel at the end (no finaliser runs), so a TemporaryDirectory
     held in a variable is only removed by an explicit `.cleanup()`; without one, every run of
     notebook 10 left 1.2 GB behind in /tmp."""
-    notebooks = sorted((CONFTEST.parent.parent / "notebooks").glob("*.ipynb"))
+    folder = CONFTEST.parent.parent / "notebooks"
+    notebooks = sorted([*folder.glob("*.ipynb"), *folder.glob("appendix/*.ipynb")])
     assert len(notebooks) > 10
     for path in notebooks:
         code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
