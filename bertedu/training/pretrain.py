@@ -81,6 +81,16 @@ MINILM = "minilm"  # --init-from minilm: the real all-MiniLM-L6-v2 given fresh h
 MINILM_POSITIONS = 512  # all-MiniLM-L6-v2's max_position_embeddings
 PACKINGS = ("pairs", "full-sentences", "documents")
 
+# The route's budget recipe (docs/gpu_route.md; issue 52 item 2), after cramming (Geiping &
+# Goldstein 2023: no NSP, packed sequences, the schedule spread over a time budget) and
+# MosaicBERT (Portes et al. 2023: 30% of the pieces masked). Flags added to a `bertedu pretrain`
+# command; the batch, learning rate and budget depend on the scale and are given beside them.
+# Measured against BERT's recipe at equal FLOPs by benchmarks/recipe_compare.py.
+BUDGET_RECIPE = {
+    "mlm_probability": 0.30,
+    "flags": ("--packing", "documents", "--no-nsp", "--mlm-probability", "0.3", "--unigram-bias"),
+}
+
 
 @dataclass(frozen=True)
 class PretrainConfig(TrainConfig):
