@@ -2,12 +2,15 @@
 
 Notebook 17 trains its BERT and GPT live and reads the ELMo-style model from this folder: the same
 recipe exactly (`bertedu.course.lm_study`: wiki-en's first 40 articles, the 2,000-piece study
-vocabulary, windows of 32, the tiny preset without dropout, 400 steps of 32 windows, peak lr 2e-3,
-seed 0, 2 threads), trained once here instead of in every run of the notebook (its training cell
-went from 57.7 s to 32.4 s on a 2-core Intel Xeon: benchmarks/RESULTS.md). `lm_study.load_elmo` checks each file's sha256
+vocabulary, windows of 32, the tiny preset without dropout, 400 steps of 32 windows, seed 0)
+at the ELMo-style model's own peak learning rate (`lm_study.STUDY_LR["elmo"]`, chosen by the sweep of
+`benchmarks/elmo_study.py --sweep`), trained once here instead of in every run of the notebook (its
+training cell went from 57.7 s to 32.4 s on a 2-core Intel Xeon: benchmarks/RESULTS.md). `lm_study.load_elmo` checks each file's sha256
 against manifest.json and that the notebook's vocabulary is the one trained on.
 
-    python benchmarks/elmo_weights.py --out bertedu/weights/elmo-study
+    python benchmarks/elmo_weights.py --out bertedu/weights/elmo-study --threads 1
+
+(one thread: on a shared machine two threads wait on each other; the notebook's 2 only change last bits.)
 
 `--steps` fewer than 400 is for a smoke test only.
 """
@@ -36,7 +39,7 @@ def main(argv=None) -> Path:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as workdir:
         tokenizer, train_ids, _ = lm_study.study_data(Path(workdir) / "vocab.txt")
-        recipe = lm_study.study_recipe(steps=args.steps, seed=args.seed)
+        recipe = lm_study.study_recipe(steps=args.steps, seed=args.seed, kind="elmo")
         model, run = lm_study.train_lm("elmo", tokenizer, train_ids, recipe)
         command = " ".join(["python benchmarks/elmo_weights.py", *(argv if argv is not None else sys.argv[1:])])
         folder = lm_study.save_elmo(model, run, recipe, tokenizer, args.out, command,

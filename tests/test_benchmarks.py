@@ -284,7 +284,7 @@ def test_elmo_weights_script_writes_a_folder_load_elmo_reads(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     study = lm_study.study_tokenizer(lm_study.study_text()[0], tmp_path / "vocab.txt")
-    model, run = lm_study.load_elmo(study, lm_study.study_recipe(steps=2, seed=0), out)
+    model, run = lm_study.load_elmo(study, lm_study.study_recipe(steps=2, seed=0, kind="elmo"), out)
     assert run.step == 2 and run.tokens_seen == 2 * 32 * 32
     shipped = json.loads((out / "run.json").read_text())
     assert shipped["command"] == f"python benchmarks/elmo_weights.py --out {out} --steps 2"

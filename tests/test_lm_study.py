@@ -194,7 +194,7 @@ def test_the_shipped_elmo_is_notebook_17s_recipe_on_its_vocabulary(tmp_path):
     train_docs, _ = lm_study.study_text()
     study = lm_study.study_tokenizer(train_docs, tmp_path / "vocab.txt")
     bert = lm_study.new_model("bert", len(study))
-    elmo, run = lm_study.load_elmo(study, lm_study.study_recipe(steps=400, seed=0))  # checks recipe and vocabulary
+    elmo, run = lm_study.load_elmo(study, lm_study.study_recipe(steps=400, seed=0, kind="elmo"))  # checks recipe and vocabulary
     assert elmo.num_parameters() - bert.num_parameters() == len(study)  # the same size as BERT tiny, plus V
     assert run.step == len(run.records) == 400 and run.tokens_seen == 400 * 32 * lm_study.T
     assert run.records[-1]["loss"] < run.records[0]["loss"] - 1  # it trained
