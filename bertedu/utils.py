@@ -22,6 +22,18 @@ def setting(default: Any, help: str) -> Any:
     return dataclasses.field(default=default, metadata={"help": help})
 
 
+def permissions_as_umask(*paths: str | os.PathLike) -> None:
+    """Give files the permissions the user's umask asks for (as `open` would: 0o666 & ~umask).
+
+    `tempfile.mkstemp` (behind the atomic writes) and safetensors create their files 0600, so
+    without this a shared run folder's weights and vocabulary are readable by their owner alone.
+    """
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in paths:
+        os.chmod(path, 0o666 & ~mask)
+
+
 def seed_everything(seed: int = 0) -> torch.Generator:
     """Seed Python, NumPy (if present) and PyTorch; return a torch.Generator seeded the same."""
     random.seed(seed)

@@ -45,3 +45,23 @@ def test_resolve_device(monkeypatch):
     assert resolve_device("cuda:0", local_rank=1) == torch.device("cuda:0")
     with pytest.raises(SettingError, match=r"--device cuda:2: this machine has 2 CUDA GPU\(s\), numbered from 0"):
         resolve_device("cuda:2")
+
+
+def test_written_files_follow_the_umask(tmp_path):
+    """Weights and vocabularies are readable as the user's umask says (issue 53 item 7): mkstemp and
+    safetensors create files 0600, which left a shared run's weights private to their owner."""
+    import os
+    import stat
+
+    from bertedu import BertConfig, BertForPreTraining
+    from bertedu.data.tokenizer import write_vocab
+    from bertedu.training.checkpoint import save_weights
+
+    old = os.umask(0o022)
+    try:
+        vocab = write_vocab(["[PAD]", "[UNK]", "a"], tmp_path / "vocab.txt")
+        folder = save_weights(tmp_path / "model", BertForPreTraining(BertConfig.tiny(vocab_size=8)))
+    finally:
+        os.umask(old)
+    for path in (vocab, folder / "model.safetensors"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path.name

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..model.constants import MERGES_NAME, VOCAB_NAME
+from ..utils import permissions_as_umask
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
@@ -844,6 +845,7 @@ def write_vocab(tokens: list[str], out_path: str | os.PathLike) -> Path:
     fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=".vocab-", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
         handle.write("".join(token + "\n" for token in tokens))
+    permissions_as_umask(tmp)  # mkstemp made it 0600
     os.replace(tmp, out_path)
     return out_path
 
@@ -881,6 +883,7 @@ def write_merges(merges: Sequence[tuple[str, str]], path: str | os.PathLike) -> 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".merges-", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
         handle.write(MERGES_HEADER + "\n" + "".join(f"{a} {b}\n" for a, b in merges))
+    permissions_as_umask(tmp)  # mkstemp made it 0600
     os.replace(tmp, path)
     return path
 

@@ -48,6 +48,7 @@ from torch import nn
 
 from ..errors import UserError
 from ..model.constants import FOLDER_MARK
+from ..utils import permissions_as_umask
 
 WEIGHTS_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
@@ -211,6 +212,7 @@ def _write_weights(folder: Path, model: nn.Module, extra_json: Optional[dict[str
     # safetensors refuses two names for one tensor; save_model drops the tied alias
     # (mlm.decoder.weight is the word-embedding matrix) and load_model re-ties it.
     save_model(model, str(folder / WEIGHTS_NAME), metadata={"format": "pt", **(metadata or {})})
+    permissions_as_umask(folder / WEIGHTS_NAME)  # safetensors writes 0600
     config = model_config_dict(model)  # with FOLDER_MARK: transformers refuses the folder instead of misreading it
     _write_json(folder / CONFIG_NAME, {**config, **FOLDER_MARK} if config else config)
     for name, content in (extra_json or {}).items():

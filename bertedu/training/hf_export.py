@@ -30,6 +30,7 @@ import torch
 from ..errors import DataUnavailableError, OutputFolderError, SettingError, as_user_error
 from ..model.constants import MERGES_NAME, VOCAB_NAME
 from ..data.tokenizer import CLS, MASK, PAD, SEP, UNK
+from ..utils import permissions_as_umask
 from .masked_lms import FINETUNE_TASK, check_masked_lm, head_untouched, mlm_head_trained, nsp_head_trained
 
 # What the check runs both models on: English and Chinese, a pair, padding (two lengths).
@@ -129,6 +130,7 @@ def _quiet_save(hf_model, out: Path) -> None:
         hf_model.save_pretrained(out)
     finally:
         transformers.utils.logging.enable_progress_bar()
+    permissions_as_umask(*(p for p in out.iterdir() if p.is_file()))  # safetensors writes 0600
 
 
 def _finish_config(out: Path, architecture: str) -> None:
