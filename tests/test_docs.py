@@ -116,7 +116,7 @@ def notebook_figure_names() -> tuple[set[str], list[str]]:
     passed to save_figure (an f-string's {...} parts become a wildcard)."""
     names, patterns = set(), []
     call = re.compile(r"save_figure\([^,]+,\s*(f?)([\"'])(.+?)\2")
-    for nb in sorted((REPO / "notebooks").glob("*.ipynb")):
+    for nb in NOTEBOOKS:
         for cell in json.loads(nb.read_text(encoding="utf-8"))["cells"]:
             source = "".join(cell["source"])
             names.update(re.findall(r"(?<![\w/])figures/([\w.-]+\.png)", source))
