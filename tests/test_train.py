@@ -624,3 +624,13 @@ def test_finetune_refuses_several_processes_in_one_line(tmp_path, monkeypatch, c
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "one process" in err and "started 2" in err
     assert not (tmp_path / "ft").exists()  # refused before anything was written
+
+
+def test_workers_default_to_none_on_the_cpu_and_several_on_cuda(monkeypatch):
+    from bertedu.training.batches import loader_workers
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert TrainConfig(steps=1).num_workers is None
+    assert loader_workers(None, torch.device("cpu")) == 0  # CPU runs prepare batches as before
+    assert loader_workers(None, torch.device("cuda", 0)) == 8
+    assert loader_workers(3, torch.device("cuda", 0)) == 3 and loader_workers(2, torch.device("cpu")) == 2

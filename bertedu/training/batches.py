@@ -7,7 +7,8 @@ process would: nothing needs saving but the data position.
 
 from __future__ import annotations
 
-from typing import Callable
+import os
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -71,7 +72,7 @@ def global_batches(dataset, collate: Collate, cfg: "TrainConfig", ctx: "DistCont
             dataset.set_epoch(epoch)
         micro = MicroBatches(dataset, collate, cfg, ctx, epoch, first, steps_per_epoch)
         loader = DataLoader(
-            micro, batch_size=None, num_workers=cfg.num_workers, pin_memory=ctx.device.type == "cuda",
+            micro, batch_size=None, num_workers=loader_workers(cfg.num_workers, ctx.device), pin_memory=ctx.device.type == "cuda",
             # an explicit generator: otherwise the DataLoader draws its worker seed from the
             # global torch RNG, which a resumed run would then be out of step with
             generator=torch.Generator().manual_seed(cfg.seed + epoch),
@@ -80,6 +81,16 @@ def global_batches(dataset, collate: Collate, cfg: "TrainConfig", ctx: "DistCont
         for b in range(first, steps_per_epoch):
             yield epoch, b, [next(it) for _ in range(cfg.grad_accum_steps)]
         epoch, first = epoch + 1, 0
+
+
+def loader_workers(num_workers: Optional[int], device: torch.device) -> int:
+    """DataLoader workers: the number asked for; None: none on the CPU (the loop's own process
+    prepares each batch, as every CPU run always has), min(8, CPU cores) on CUDA, so masking and
+    collating run beside the GPU's work instead of taking turns with it. The batches are the
+    same either way: each is drawn from its own seeded generator."""
+    if num_workers is not None:
+        return num_workers
+    return min(8, os.cpu_count() or 1) if torch.device(device).type == "cuda" else 0
 
 
 def steps_in_epoch(num_examples: int, cfg: "TrainConfig", world_size: int) -> int:

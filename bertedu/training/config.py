@@ -52,7 +52,8 @@ class TrainConfig:
     batch_size: int = setting(32, "examples per micro-batch, per process")
     grad_accum_steps: int = setting(1, "micro-batches per optimiser step; the global batch is batch_size x "
                                        "processes x grad_accum_steps")
-    num_workers: int = setting(0, "DataLoader worker processes preparing batches")
+    num_workers: Optional[int] = setting(None, "DataLoader worker processes preparing batches; None: 0 on the "
+                                               "CPU, min(8, CPU cores) on CUDA")
     seed: int = setting(0, "seed of every random draw: initialisation, dropout, data order, masks")
     # hardware
     device: Optional[str] = setting(None, "cpu, cuda or cuda:N; None: this process's GPU when there is one "
