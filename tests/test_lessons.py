@@ -18,7 +18,6 @@ LESSONS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]
 NOT_YET = {
     "01": {"cells", "code-lines", "copied-exercise", "no-map", "no-predict", "words"},
     "02": {"cells", "copied-exercise", "no-predict", "words"},
-    "04": {"cells", "copied-exercise", "no-predict", "words"},
     "05": {"cells", "copied-exercise", "no-predict", "words"},
     "06": {"cells", "code-lines", "copied-exercise", "ignore-comments", "no-map", "no-predict", "words"},
     "08": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
@@ -27,10 +26,7 @@ NOT_YET = {
     "11": {"ignore-comments", "no-map", "no-predict"},
     "12": {"code-lines", "no-map", "no-predict"},
     "13": {"copied-exercise", "no-map", "no-predict"},
-    "14": {"no-map", "no-predict"},
-    "15": {"no-map", "no-predict", "words"},
-    "17": {"cells", "code-lines", "ignore-comments", "no-map", "no-predict", "words"},
-    "18": {"code-lines", "copied-exercise", "ignore-comments", "no-map", "no-predict"},
+    "17": {"cells", "code-lines", "no-map", "no-predict", "words"},
 }
 
 
