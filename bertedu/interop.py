@@ -300,8 +300,11 @@ def _task_config(model: nn.Module, labels: Optional[list[str]]) -> dict:
     return fields
 
 
-def _load_exact(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """load_state_dict that names every missing or unexpected tensor, and checks shapes."""
+def _load_exact(model: nn.Module, state: dict[str, torch.Tensor], assign: bool = False) -> None:
+    """load_state_dict that names every missing or unexpected tensor, and checks shapes.
+
+    assign=True: `model` was built on the meta device; its parameters become `state`'s tensors
+    (as float32, what a freshly built model holds)."""
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -310,7 +313,9 @@ def _load_exact(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
     for k, t in state.items():
         if t.shape != expected[k].shape:
             raise ValueError(f"{k}: checkpoint has shape {tuple(t.shape)}, model expects {tuple(expected[k].shape)}")
-    model.load_state_dict(state)
+    if assign:
+        state = {k: t.to(expected[k].dtype) for k, t in state.items()}
+    model.load_state_dict(state, assign=assign)
 
 
 def load_hf_checkpoint(folder: Union[str, Path]) -> BertModel:
@@ -330,8 +335,9 @@ def load_hf_checkpoint(folder: Union[str, Path]) -> BertModel:
     raw = {k[len("bert."):] if k.startswith("bert.") else k: v for k, v in raw.items()}
     state = _convert_state_dict(raw)
     has_pooler = any(k.startswith("pooler.") for k in state)
-    model = BertModel(config, add_pooler=has_pooler)
-    _load_exact(model, state)
+    with torch.device("meta"):  # shapes only: the weights come from the file, no throw-away initialisation
+        model = BertModel(config, add_pooler=has_pooler)
+    _load_exact(model, state, assign=True)
     return model.eval()
 
 

@@ -39,11 +39,11 @@ import re
 import shutil
 import warnings
 from pathlib import Path
-from typing import IO, Any, Iterator, Optional
+from typing import IO, Any, Callable, Iterator, Optional
 
 import numpy as np
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, load_model, save_model
 from torch import nn
 
 from ..errors import UserError
@@ -399,6 +399,56 @@ def _load_verified_weights(folder: str | os.PathLike, model: nn.Module) -> nn.Mo
     except RuntimeError as err:
         raise CheckpointError(f"the weights in {folder / WEIGHTS_NAME} do not fit this model: {err}") from err
     return model
+
+
+def load_weights_into_new(folder: str | os.PathLike, build: Callable[[], nn.Module]) -> nn.Module:
+    """`load_weights(folder, build())` without initialising weights only to overwrite them.
+
+    `build()` runs on the meta device (shapes, no numbers); the file's tensors are then assigned
+    to the parameters, so the model holds exactly the saved numbers (same checks as
+    `load_weights`: manifest, config, every name and shape). Tied parameters (the MLM decoder
+    and the word embeddings) stay one tensor. Introduced for `bertedu predict` (notebook 08's
+    models, loaded from the command line).
+    """
+    verify_folder(folder, warn_unverified=False)
+    folder = Path(folder)
+    if not (folder / WEIGHTS_NAME).is_file():
+        raise CheckpointError(f"{folder / WEIGHTS_NAME} is missing: {folder} holds no bertedu weights.")
+    with torch.device("meta"):
+        model = build()
+    saved_names = set(model.state_dict())
+    if any(b.is_meta for n, b in model.named_buffers() if n not in saved_names):
+        # a buffer computed at build time and not saved (the CRF's constraints): build it for real
+        return _load_verified_weights(folder, build())
+    _check_config(folder, model)
+    _assign_state(model, load_file(str(folder / WEIGHTS_NAME)), folder)
+    return model
+
+
+def _assign_state(model: nn.Module, state: dict[str, torch.Tensor], folder: Path) -> None:
+    """Assign `state` to a meta-device `model`'s parameters and buffers, keeping tied ones tied."""
+    expected = model.state_dict(keep_vars=True)
+    tied: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        tied.setdefault(id(p), []).append(name)
+    for names in tied.values():  # the file names a shared tensor once (safetensors drops the copies)
+        saved = next((n for n in names if n in state), None)
+        for n in names:
+            if saved is not None:
+                state.setdefault(n, state[saved])
+    wrong = [k for k, v in state.items() if k in expected and v.shape != expected[k].shape]
+    try:
+        if wrong:
+            raise RuntimeError(f"shapes differ for {wrong[:8]}")
+        state = {k: v.to(expected[k].dtype) if k in expected else v for k, v in state.items()}
+        model.load_state_dict(state, strict=True, assign=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"the weights in {folder / WEIGHTS_NAME} do not fit this model: {err}") from err
+    for names in tied.values():  # assign gave each name its own Parameter: tie them again
+        first = model.get_parameter(names[0])
+        for n in names[1:]:
+            owner, _, leaf = n.rpartition(".")
+            setattr(model.get_submodule(owner), leaf, first)
 
 
 def _check_config(path: Path, model: nn.Module) -> None:

@@ -59,6 +59,7 @@ from .checkpoint import (
     latest_checkpoint,
     list_checkpoints,
     load_weights,
+    load_weights_into_new,
     open_atomic,
     read_config,
     save_weights,
@@ -475,8 +476,8 @@ def load_finetuned(out: str | os.PathLike):
         raise FileNotFoundError(f"{folder / TASK_INFO_NAME} is missing: is {out} a `bertedu finetune --out` "
                                 "folder of a finished run?")
     info = json.loads((folder / TASK_INFO_NAME).read_text(encoding="utf-8"))
-    model = _HEADS[info["kind"]](BertConfig(**read_config(folder)), **info["head"])
-    load_weights(folder, model)
+    config = BertConfig(**read_config(folder))
+    model = load_weights_into_new(folder, lambda: _HEADS[info["kind"]](config, **info["head"]))  # no throw-away init
     return model.eval(), load_vocab_tokenizer(out / VOCAB_NAME, impl="fast"), info
 
 

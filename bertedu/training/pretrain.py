@@ -59,7 +59,7 @@ from typing import Optional
 
 import torch
 
-from .checkpoint import latest_checkpoint, load_weights, read_config
+from .checkpoint import latest_checkpoint, load_weights, load_weights_into_new, read_config
 from ..data.documents import split_documents
 from ..model.config import PRESETS, BertConfig
 from ..model.constants import VOCAB_NAME
@@ -659,7 +659,8 @@ def load_pretrained(run_dir: str | Path, impl: str = "fast"):
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         raise MissingFileError(f"{run_dir} has no checkpoint-<step> folder: is it a `bertedu pretrain --out` folder?")
-    model = load_weights(checkpoint, BertForPreTraining(BertConfig(**read_config(checkpoint))))
+    config = BertConfig(**read_config(checkpoint))
+    model = load_weights_into_new(checkpoint, lambda: BertForPreTraining(config))  # no throw-away init
     tokenizer = load_vocab_tokenizer(run_dir / VOCAB_NAME, impl=impl)
     return model.eval(), tokenizer
 
