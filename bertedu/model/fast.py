@@ -44,6 +44,24 @@ from .heads import BertForPreTraining, pretraining_loss
 from .outputs import BertPreTrainingOutput
 
 ATTENTION_MODES = ("auto", "nested", "padded")
+RIGHT_PADDING = ("unpadding needs right padding: every row's real tokens first, then padding "
+                 "(bertedu's collators pad this way)")
+
+# The number of real tokens R and of labelled positions M change from batch to batch and
+# are counted from the data (`nonzero`). torch.compile traces such sizes symbolically when
+# these two options are on, instead of breaking the graph there and compiling again for
+# every new R or M (issue 52 item 4; tests/test_compile.py counts breaks and recompiles).
+DYNAMO_OPTIONS = dict(capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True)
+
+
+def allow_data_dependent_shapes() -> None:
+    """Let torch.compile trace the fast path whole: sizes counted from the data become
+    symbols (R, M) in one graph. Only compiled code reads these options; eager runs,
+    every CPU default included, compute exactly as before."""
+    import torch._dynamo
+
+    for name, value in DYNAMO_OPTIONS.items():
+        setattr(torch._dynamo.config, name, value)
 
 
 @dataclass
@@ -62,11 +80,11 @@ def unpad_index(attention_mask: torch.Tensor) -> Unpadded:
     real = attention_mask.bool()
     lengths = real.sum(dim=1)  # (B,)
     # Right padding: row b is real exactly on its first lengths[b] positions.
-    if not torch.equal(real, torch.arange(T, device=real.device)[None, :] < lengths[:, None]):
-        raise ValueError(
-            "unpadding needs right padding: every row's real tokens first, then padding "
-            "(bertedu's collators pad this way)"
-        )
+    right_padded = (real == (torch.arange(T, device=real.device)[None, :] < lengths[:, None])).all()
+    if torch.compiler.is_compiling():
+        torch._assert_async(right_padded, RIGHT_PADDING)  # a tensor check: no graph break
+    elif not right_padded:
+        raise ValueError(RIGHT_PADDING)
     cu_seqlens = F.pad(lengths.cumsum(0), (1, 0))  # (B+1,)
     indices = real.flatten().nonzero().squeeze(1)  # (R,)
     return Unpadded(indices, cu_seqlens, B, T)
@@ -120,14 +138,17 @@ def unpadded_attention(q, k, v, where: Unpadded, dropout_p: float = 0.0, attenti
 
     attention "nested" uses a jagged nested tensor and falls back to "padded" (with a
     warning, once per device type) if this PyTorch cannot run it there; both give the same
-    result. "auto": nested on CUDA, padded elsewhere.
+    result. "auto": nested on CUDA in eager mode, padded elsewhere and under torch.compile.
     """
     if attention not in ATTENTION_MODES:
         raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
     if attention == "auto":
         # Nested tensors get a variable-length kernel on CUDA; on CPU PyTorch runs them
         # sequence by sequence, and padding around attention measured faster.
-        attention = "nested" if q.device.type == "cuda" else "padded"
+        # Under torch.compile the nested tensor's offsets, counted from the data, break the
+        # graph; padding around attention traces whole (tests/test_compile.py).
+        nested = q.device.type == "cuda" and not torch.compiler.is_compiling()
+        attention = "nested" if nested else "padded"
     if attention == "nested" and q.device.type not in _nested_failed:
         try:
             return _attention_nested(q, k, v, where, dropout_p)
@@ -249,5 +270,7 @@ def set_fast_path(model: BertForPreTraining, unpad: bool = False, sparse_mlm: bo
     always take the readable path.
     """
     path = FastPath(unpad, sparse_mlm, attention)  # checks `attention` even when switching off
+    if unpad or sparse_mlm:
+        allow_data_dependent_shapes()  # compiled, the step is one graph (no effect in eager)
     model.fast_forward = path if (unpad or sparse_mlm) else None
     return model
