@@ -60,6 +60,7 @@ from typing import Optional
 import torch
 
 from .checkpoint import latest_checkpoint, load_weights, load_weights_into_new, read_config
+from .progress import stage
 from ..data.documents import split_documents
 from ..model.config import PRESETS, BertConfig
 from ..model.constants import VOCAB_NAME
@@ -85,10 +86,14 @@ PACKINGS = ("pairs", "full-sentences", "documents")
 # Goldstein 2023: no NSP, packed sequences, the schedule spread over a time budget) and
 # MosaicBERT (Portes et al. 2023: 30% of the pieces masked). Flags added to a `bertedu pretrain`
 # command; the batch, learning rate and budget depend on the scale and are given beside them.
-# Measured against BERT's recipe at equal FLOPs by benchmarks/recipe_compare.py.
+# "flags" is the in-memory form measured against BERT's recipe at equal FLOPs by
+# benchmarks/recipe_compare.py; "streamed_flags" the form for a corpus larger than memory
+# (--packing documents is built in memory, so --stream packs full sentences across documents,
+# and --unigram-bias, which needs --packing documents, goes).
 BUDGET_RECIPE = {
     "mlm_probability": 0.30,
     "flags": ("--packing", "documents", "--no-nsp", "--mlm-probability", "0.3", "--unigram-bias"),
+    "streamed_flags": ("--packing", "full-sentences", "--stream", "--no-nsp", "--mlm-probability", "0.3"),
 }
 
 
@@ -431,7 +436,8 @@ def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
         corpus = load_corpus(cfg.corpus)
     if is_main_process():  # under torchrun, one writer (identity.json before any other file)
         start_run_folder(out, identity, plan, leftovers=RUN_LEFTOVERS)
-    tokenizer = load_vocab_tokenizer(prepare_vocab(cfg, corpus, out), impl="fast")
+    with stage("vocabulary", cfg.progress):
+        tokenizer = load_vocab_tokenizer(prepare_vocab(cfg, corpus, out), impl="fast")
     if is_main_process() and not resume:
         record_vocab(out)
     if cfg.whole_word and isinstance(tokenizer, ByteLevelBPETokenizer):
@@ -441,13 +447,16 @@ def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
         (out / RUN_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n", encoding="utf-8")
 
     evaluator, eval_dataset = None, None
-    if cfg.packing == "documents":  # sequences in memory, masked by the collate, the fixed held-out measure
-        dataset, held_out = document_data(cfg, corpus, tokenizer)
-        collate = documents_collate(cfg, tokenizer)
-        evaluator = held_out_measure(cfg, tokenizer, held_out)
-    else:  # examples built (and with static masking masked) ahead
-        dataset, eval_dataset = build_datasets(cfg, corpus, tokenizer, out)
-        collate = examples_collate(cfg, tokenizer)
+    with stage(f"tokenising {cfg.corpus} and building the training and held-out sets", cfg.progress) as made:
+        if cfg.packing == "documents":  # sequences in memory, masked by the collate, the fixed held-out measure
+            dataset, held_out = document_data(cfg, corpus, tokenizer)
+            collate = documents_collate(cfg, tokenizer)
+            evaluator = held_out_measure(cfg, tokenizer, held_out)
+        else:  # examples built (and with static masking masked) ahead
+            dataset, eval_dataset = build_datasets(cfg, corpus, tokenizer, out)
+            collate = examples_collate(cfg, tokenizer)
+        made["training sequences"] = len(dataset) if hasattr(dataset, "__len__") else "?"
+        made["held-out"] = len(held_out) if evaluator is not None else len(eval_dataset)
     model = initial_model(cfg, tokenizer, dataset if cfg.unigram_bias else None, resume)
 
     train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision, cfg.device), out=str(out),
