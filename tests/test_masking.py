@@ -306,3 +306,39 @@ def test_word_ids_as_lists_with_none():
         assert chosen in ([True] * 3, [False] * 3)
     with pytest.raises(ValueError, match="word_ids"):
         mask(input_ids, special, word_ids=[-1, 0, 0, -1, 1, -1])  # an eligible token without a word
+
+
+# ----------------------------------------------------------------------------------------
+# A whole batch of pairs masked at once (PretrainingDataset.masked_batch, issue 52 item 3)
+
+
+def pairs_dataset(seed=0):
+    import random
+
+    from bertedu.data.pretraining import PretrainingDataset, create_pretraining_examples
+
+    rng = random.Random(0)
+    documents = [[[rng.randrange(5, 60) for _ in range(rng.randrange(4, 12))] for _ in range(6)] for _ in range(8)]
+    examples = create_pretraining_examples(documents, 32, 0.1, 0.5, random.Random(0), cls_token_id=2, sep_token_id=3)
+    return PretrainingDataset(examples, mask_token_id=4, vocab_size=60, special_ids=[0, 1, 2, 3, 4], seed=seed)
+
+
+def test_a_batch_masked_at_once_is_reproducible_for_a_seed():
+    dataset = pairs_dataset()
+    indices = [3, 0, 7, 5]
+    batch = dataset.masked_batch(indices)
+    again = pairs_dataset().masked_batch(indices)
+    for key in batch:
+        assert torch.equal(batch[key], again[key]), key
+    other_seed = pairs_dataset(seed=1).masked_batch(indices)
+    assert not torch.equal(batch["labels"], other_seed["labels"])
+    # the per-example path (the default) is what it was: each pair with its own generator
+    per_example = dataset.collate([dataset[i] for i in indices])
+    assert torch.equal(per_example["attention_mask"], batch["attention_mask"])
+    assert torch.equal(per_example["token_type_ids"], batch["token_type_ids"])
+    real = batch["attention_mask"].bool()
+    labelled = batch["labels"] != IGNORE_INDEX
+    assert labelled.any() and not (labelled & ~real).any()  # padding is never a label
+    originals = dataset.collate([{**dataset[i], "input_ids": torch.tensor(dataset.examples[i].input_ids),
+                                  "labels": torch.tensor(dataset.examples[i].input_ids)} for i in indices])
+    assert torch.equal(batch["labels"][labelled], originals["input_ids"][labelled])  # labels are the originals
