@@ -17,7 +17,6 @@ LESSONS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]
 
 NOT_YET = {
     "01": {"cells", "code-lines", "copied-exercise", "no-map", "no-predict", "words"},
-    "02": {"cells", "copied-exercise", "no-predict", "words"},
     "06": {"cells", "code-lines", "copied-exercise", "ignore-comments", "no-map", "no-predict", "words"},
     "08": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
     "09": {"cells", "code-lines", "no-map", "no-predict", "words"},
