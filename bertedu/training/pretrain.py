@@ -88,12 +88,13 @@ PACKINGS = ("pairs", "full-sentences", "documents")
 # command; the batch, learning rate and budget depend on the scale and are given beside them.
 # "flags" is the in-memory form measured against BERT's recipe at equal FLOPs by
 # benchmarks/recipe_compare.py; "streamed_flags" the form for a corpus larger than memory
-# (--packing documents is built in memory, so --stream packs full sentences across documents,
-# and --unigram-bias, which needs --packing documents, goes).
+# (--packing documents and full-sentences are built in memory and --stream builds sentence
+# pairs, so the streamed form trains pairs MLM-only, and --unigram-bias, which needs
+# --packing documents, goes).
 BUDGET_RECIPE = {
     "mlm_probability": 0.30,
     "flags": ("--packing", "documents", "--no-nsp", "--mlm-probability", "0.3", "--unigram-bias"),
-    "streamed_flags": ("--packing", "full-sentences", "--stream", "--no-nsp", "--mlm-probability", "0.3"),
+    "streamed_flags": ("--stream", "--no-nsp", "--mlm-probability", "0.3"),
 }
 
 
