@@ -22,7 +22,6 @@ NOT_YET = {
     "09": {"cells", "code-lines", "no-map", "no-predict", "words"},
     "10": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
     "11": {"ignore-comments", "no-map", "no-predict"},
-    "12": {"code-lines", "no-map", "no-predict"},
     "13": {"copied-exercise", "no-map", "no-predict"},
     "17": {"cells", "code-lines", "no-map", "no-predict", "words"},
 }
