@@ -64,6 +64,7 @@ from .checkpoint import (
     read_config,
     save_weights,
 )
+from .progress import stage
 from ..model.config import PRESETS, BertConfig
 from ..model.constants import VOCAB_NAME
 from ..family.distillation import detach_task_teacher, learn_from_teacher
@@ -567,7 +568,9 @@ def _train_with_early_stopping(model, io, train_items, dev, dev_items, train_cfg
         if result.step == step and evaluations:  # resumed after the last evaluation: nothing left to train
             return best, evaluations, False
         step = result.step
-        dev_preds, dev_loss = predict(model, io, dev, train_cfg.batch_size, dev_items, train_cfg.precision)
+        with stage(f"scoring dev at step {step}", progress) as made:
+            dev_preds, dev_loss = predict(model, io, dev, train_cfg.batch_size, dev_items, train_cfg.precision)
+            made["examples"] = len(dev)
         metrics = io.score(dev, dev_preds)
         evaluation = {"step": step, "loss": dev_loss,
                       **{k: v for k, v in metrics.items() if isinstance(v, (int, float))}}
@@ -753,6 +756,15 @@ def _open_run(cfg: FinetuneConfig, out: Path, resume: bool):
     return task
 
 
+def _encode_splits(io: TaskIO, task, progress: bool) -> tuple[list, list]:
+    """The training and dev splits as model inputs (tokenised, labels aligned), said on stderr."""
+    with stage(f"tokenising {task.name}", progress) as made:
+        train_items = io.encode(task.train, training=True)
+        dev_items = io.encode(task.dev)
+        made.update({"training examples": len(task.train), "dev examples": len(task.dev)})
+    return train_items, dev_items
+
+
 def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
     from .curves import plot_metrics
 
@@ -770,8 +782,7 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
     if not any(io.gold(e) for e in task.dev):
         raise SettingError(f"{task.name}'s dev split has no labels: the best weights are chosen on dev, so it needs them")
 
-    train_items = io.encode(task.train, training=True)
-    dev_items = io.encode(task.dev)
+    train_items, dev_items = _encode_splits(io, task, cfg.progress)
     precision = resolve_precision(cfg.precision, cfg.device)
     train_cfg = cfg.train_config(
         lr=cfg.resolved_lr(), epochs=None if cfg.steps is not None else cfg.epochs, precision=precision,
@@ -793,7 +804,9 @@ def _finetune(cfg: FinetuneConfig, resume: bool) -> dict:
 
     save_finetuned(model, out, _task_info(cfg, task, io))
     _write_predictions(out / "predictions_dev.jsonl", task.dev, best["preds"], io, with_gold=True)
-    test_metrics, note, extra, extra_sizes = _score_other_splits(model, io, task, out, cfg.batch_size, precision)
+    with stage("scoring test" + "".join(f" and {name}" for name in task.extra_splits), cfg.progress) as made:
+        test_metrics, note, extra, extra_sizes = _score_other_splits(model, io, task, out, cfg.batch_size, precision)
+        made["examples"] = len(task.test or []) + sum(len(e) for e in task.extra_splits.values())
     records_path = out / "metrics.jsonl"
     if records_path.exists() and records_path.read_text().strip():
         plot_metrics(records_path, out / "metrics.png")
