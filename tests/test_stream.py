@@ -156,3 +156,18 @@ def test_under_torchrun_other_processes_wait_for_process_zeros_store(tokenizer, 
     dataset, held_out = streamed_dataset(cfg, load_corpus("wiki-en"), tokenizer, tmp_path)
     mover.join()
     assert len(dataset) == len(store) and len(held_out) >= 2  # read process 0's store, did not write one
+
+
+@pytest.mark.slow
+def test_the_data_path_benchmark_runs_and_records_its_command(tmp_path):
+    import runpy
+    from pathlib import Path
+
+    bench = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "data_path.py"))
+    out = tmp_path / "data_path.json"
+    record = bench["main"](["--lengths", "128", "--batches", "2", "--repeats", "1", "--batch-size", "8",
+                            "--json", str(out)])
+    assert json.loads(out.read_text())["command"].startswith("python benchmarks/data_path.py --lengths 128")
+    for path in ("per-example", "batch"):
+        result = record["lengths"][128][path]
+        assert 0 < result["real_tokens_per_batch"] <= 8 * 128 and result["median"] > 0
