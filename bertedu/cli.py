@@ -164,6 +164,7 @@ def _add_run_commands(sub) -> None:
     p.add_argument("--file", help="read the inputs from this file, one per line (- : standard input)")
     p.add_argument("--out", help="write the JSON lines here instead of standard output")
     p.add_argument("--top-k", type=positive_int, default=5, help="QA: answer spans listed per question (default: 5)")
+    _add_progress_flag(p)
 
     e = sub.add_parser("evaluate", formatter_class=_HelpFormatter, help="score a fine-tuned run on a task's split",
                        description="Score a `bertedu finetune --out` folder on a split of a task (by default the "
@@ -176,6 +177,7 @@ def _add_run_commands(sub) -> None:
                                                    "(default: test)")
     e.add_argument("--max-eval", type=positive_int, default=None,
                    help="score a seeded subsample of at most N examples (the run's --data-seed; default: all)")
+    _add_progress_flag(e)
 
     x = sub.add_parser("export", formatter_class=_HelpFormatter, help="write a run as a folder transformers loads",
                        description="Write RUN as a folder Hugging Face transformers loads with its Auto classes "
@@ -212,6 +214,13 @@ def _add_masked_lm_commands(sub) -> None:
     m.add_argument("--seed", type=int, default=0, help="seed of the masks (default: 0, as every run's measure)")
     m.add_argument("--max-sequences", type=positive_int, default=None,
                    help="score only the first N held-out sequences (default: all; runs log the first 256)")
+    _add_progress_flag(m)
+
+
+def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                        help="say on stderr, on a terminal, what is being loaded and scored and how long it took "
+                             "(default: %(default)s)")
 
 
 def _config_from_args(cls, args: argparse.Namespace):
@@ -347,6 +356,7 @@ def _run(args: argparse.Namespace) -> int:
         from .data.documents import wiki_en_held_out
         from .data.vocab import warn_if_unreadable
         from .training.heldout import masked_accuracy
+        from .training.progress import stage
         from .training.masked_lms import check_head_weights, check_masked_lm
         from .training.pretrain import load_masked_lm_or_run
 
@@ -357,7 +367,9 @@ def _run(args: argparse.Namespace) -> int:
         warn_if_unreadable([s for doc in held_out for s in doc], tokenizer, "the held-out English words",
                            f"{args.run}'s", ", so this score says little about it; measure it on the text its run "
                            f"held out: python benchmarks/course_lengths.py {args.run}")
-        print(json.dumps(masked_accuracy(model, tokenizer, held_out, seed=args.seed, max_sequences=args.max_sequences)))
+        with stage(f"scoring {args.run} on wiki-en's held-out documents", args.progress):
+            scores = masked_accuracy(model, tokenizer, held_out, seed=args.seed, max_sequences=args.max_sequences)
+        print(json.dumps(scores))
         return 0
     if args.command == "fill-mask":
         return _fill_mask(args)
@@ -368,6 +380,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _use_run(args: argparse.Namespace) -> int:
     """`bertedu predict`, `evaluate` and `export`."""
+    from .training.progress import stage
+
     if args.command == "export":
         from .training.hf_export import export_to_transformers
 
@@ -376,11 +390,16 @@ def _use_run(args: argparse.Namespace) -> int:
     if args.command == "evaluate":
         from .training.inference import evaluate_run
 
-        print(json.dumps(evaluate_run(args.run, args.task, args.split, args.max_eval), indent=2, ensure_ascii=False))
+        with stage(f"loading {args.run} and scoring its {args.split} split", args.progress):
+            scores = evaluate_run(args.run, args.task, args.split, args.max_eval)
+        print(json.dumps(scores, indent=2, ensure_ascii=False))
         return 0
     from .training.inference import predict_texts
 
-    rows = predict_texts(args.run, _input_lines(args), args.top_k)
+    inputs = _input_lines(args)
+    with stage(f"loading {args.run} and predicting", args.progress) as made:
+        rows = predict_texts(args.run, inputs, args.top_k)
+        made["inputs"] = len(inputs)
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

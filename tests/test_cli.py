@@ -2,10 +2,11 @@
 
 import argparse
 import dataclasses
+import json
 
 import pytest
 
-from bertedu.cli import build_parser
+from bertedu.cli import build_parser, main
 from bertedu.training.finetune import FinetuneConfig
 from bertedu.training.pretrain import PretrainConfig
 from bertedu.training.loop import TrainConfig
@@ -58,3 +59,34 @@ def test_only_finetuning_may_leave_the_learning_rate_to_be_chosen():
     assert FinetuneConfig(task="ner-en", lr=None).resolved_lr() == 5e-5
     with pytest.raises(ValueError, match="lr must be positive"):
         FinetuneConfig(task="ner-en", lr=0.0)
+
+
+def test_a_stage_says_what_it_made_on_stderr_only(capsys, monkeypatch):
+    from bertedu.training.progress import PROGRESS_ENV, stage
+
+    monkeypatch.setenv(PROGRESS_ENV, "1")
+    with stage("tokenising x", True) as made:
+        made["examples"] = 12345
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and lines[0] == "bertedu: tokenising x ..."
+    assert lines[1].startswith("bertedu: tokenising x: 12,345 examples in ") and lines[1].endswith(" s")
+    for enabled, env in ((False, "1"), (True, "0")):  # --no-progress, or BERTEDU_PROGRESS=0
+        monkeypatch.setenv(PROGRESS_ENV, env)
+        with stage("tokenising x", enabled):
+            pass
+        assert capsys.readouterr() == ("", "")
+
+
+def test_progress_goes_to_stderr_and_leaves_the_results_alone(capsys, monkeypatch):
+    """masked-accuracy with its progress lines (forced, as on a terminal) and without: the same stdout."""
+    from bertedu.training.progress import PROGRESS_ENV
+
+    monkeypatch.setenv(PROGRESS_ENV, "1")
+    args = ["masked-accuracy", "course-en", "--max-sequences", "4"]
+    assert main(args) == 0
+    shown = capsys.readouterr()
+    assert main([*args, "--no-progress"]) == 0
+    quiet = capsys.readouterr()
+    assert shown.out == quiet.out and json.loads(quiet.out)["tokens"] > 0
+    assert quiet.err == "" and "bertedu: scoring course-en on wiki-en's held-out documents: in " in shown.err
