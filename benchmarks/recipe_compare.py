@@ -15,7 +15,8 @@ then measured by `bertedu masked-accuracy` (wiki-en's held-out documents, 15% ma
 seeded 0: the same sequences and masks for both arms, since they share the vocabulary).
 Seeds pair the arms; `bertedu.course.stats.compare` gives the paired difference.
 
-    python benchmarks/recipe_compare.py --flops 1.5e12 --seeds 0,1,2 --threads 1 --out runs/recipe-compare
+    python benchmarks/recipe_compare.py --flops 1.5e12 --seeds 0,1,2 --threads 1 --eval-sequences 128 \
+        --out runs/recipe-compare
 
 Writes OUT/<arm>-s<seed>/ and bertedu/weights/recipe_compare.json (command, seeds, per-seed
 results, the comparison, CPU seconds).
@@ -109,24 +110,59 @@ def run_arm(args, arm: str, seed: int, vocab: Path) -> dict:
     return row
 
 
+def most_frequent_piece_baseline(vocab: Path, max_sequences: int) -> dict:
+    """The accuracy of always predicting the most frequent piece of the TRAINING documents, on
+    exactly the held-out masks `bertedu masked-accuracy --max-sequences N` draws (its batches of
+    32 and seed 0): the unigram plateau both arms start from."""
+    import torch
+
+    from bertedu.data.corpora import wiki_en
+    from bertedu.data.documents import document_sequences, held_out_split, make_batch, wiki_en_held_out
+    from bertedu.data.tokenizer import load_vocab_tokenizer
+    from bertedu.model.constants import IGNORE_INDEX
+
+    tokenizer = load_vocab_tokenizer(vocab, impl="fast")
+    counts = torch.zeros(tokenizer.vocab_size, dtype=torch.long)
+    for ids in document_sequences(held_out_split(list(wiki_en()))[0], tokenizer, SEQ):
+        counts += torch.bincount(torch.tensor(ids[1:-1]), minlength=tokenizer.vocab_size)  # [CLS] ... [SEP] dropped
+    top = int(counts.argmax())
+    sequences = document_sequences(wiki_en_held_out(), tokenizer, SEQ)[:max_sequences]
+    generator, right, total = torch.Generator().manual_seed(0), 0, 0
+    for start in range(0, len(sequences), 32):
+        labels = make_batch(sequences[start:start + 32], tokenizer, generator)[2]  # (B, T)
+        right += int((labels == top).sum())
+        total += int((labels != IGNORE_INDEX).sum())
+    return {"piece": tokenizer.convert_ids_to_tokens([top])[0] if hasattr(tokenizer, "convert_ids_to_tokens")
+            else top, "accuracy": right / total, "tokens": total}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flops", type=float, default=1.5e12, help="training FLOPs per run")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--eval-sequences", type=int, default=256)
+    parser.add_argument("--eval-sequences", type=int, default=128)
     parser.add_argument("--out", default="runs/recipe-compare")
     parser.add_argument("--record", default=str(ROOT / "bertedu/weights/recipe_compare.json"))
+    parser.add_argument("--baseline-only", action="store_true",
+                        help="add the most-frequent-piece baseline to an existing record, training nothing")
     args = parser.parse_args(argv)
+    if args.baseline_only:
+        record = json.loads(Path(args.record).read_text())
+        record["most_frequent_piece"] = most_frequent_piece_baseline(Path(args.out) / "vocab.txt", args.eval_sequences)
+        Path(args.record).write_text(json.dumps(record, indent=1) + "\n")
+        return
     Path(args.out).mkdir(parents=True, exist_ok=True)
     vocab = build_vocab(Path(args.out), args.threads)
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = [run_arm(args, arm, seed, vocab) for seed in seeds for arm in ARMS]
+    baseline = most_frequent_piece_baseline(vocab, args.eval_sequences)
     acc = {arm: [r["heldout_accuracy"] for r in rows if r["arm"] == arm] for arm in ARMS}
     result = compare(acc["budget"], acc["bert"], "budget", "bert")
     record = {"command": "python benchmarks/recipe_compare.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "flops_per_run": args.flops, "seeds": seeds, "threads": args.threads,
               "cpu_s_total": round(sum(r["cpu_s"] for r in rows), 1), "rows": rows,
+              "most_frequent_piece": baseline,
               "comparison": {"budget_mean": result.mean_a, "bert_mean": result.mean_b, "difference": result.difference,
                              "standard_error": result.se, "pairs": result.n}}
     Path(args.record).write_text(json.dumps(record, indent=1) + "\n")

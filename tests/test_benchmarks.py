@@ -405,3 +405,25 @@ def test_finetune_gap_script_records_both_twins(tmp_path, monkeypatch, capsys):
         results = json.loads((tmp_path / "runs" / f"topic-en-{kind}-0" / "results.json").read_text())
         assert results["test"]["accuracy"] == entry[kind][0] and results["train_examples"] == 16
     assert "| topic-en |" in capsys.readouterr().out
+
+
+def test_recipe_compare_record_is_paired_at_equal_flops():
+    """bertedu/weights/recipe_compare.json (docs/gpu_route.md, benchmarks/RESULTS.md): both arms
+    of each seed spent the same training FLOPs (within 2%: the last batch overshoots the token
+    budget), and the stored comparison is the one its per-seed rows give."""
+    from bertedu.course.stats import compare
+
+    record = json.loads((REPO / "bertedu/weights/recipe_compare.json").read_text())
+    rows = {(r["arm"], r["seed"]): r for r in record["rows"]}
+    assert sorted(record["seeds"]) == [0, 1, 2] and len(rows) == 6
+    for seed in record["seeds"]:
+        bert, budget = rows["bert", seed], rows["budget", seed]
+        assert budget["train_flops"] == pytest.approx(bert["train_flops"], rel=0.02)
+        assert "--no-nsp" in budget["command"] and "--mlm-probability 0.3" in budget["command"]
+        assert "--no-nsp" not in bert["command"] and "--mlm-probability" not in bert["command"]
+    accuracy = {arm: [rows[arm, s]["heldout_accuracy"] for s in record["seeds"]] for arm in ("budget", "bert")}
+    result = compare(accuracy["budget"], accuracy["bert"])
+    assert record["comparison"]["difference"] == pytest.approx(result.difference)
+    assert record["comparison"]["standard_error"] == pytest.approx(result.se)
+    baseline = record["most_frequent_piece"]  # scored on the same held-out masks as every row
+    assert all(r["heldout_tokens"] == baseline["tokens"] for r in record["rows"])
