@@ -48,6 +48,7 @@ from ..errors import MissingFileError, SettingError, as_user_error
 from ..model.heads import BertForPreTraining, masked_lm_loss
 from .distributed import is_main_process
 from .jobs import make_out_folder
+from .progress import stage
 from .loop import TrainConfig, TrainResult, train
 from ..utils import seed_everything, setting
 
@@ -349,7 +350,9 @@ def _distill(cfg: DistillConfig, resume: bool) -> TrainResult:
         if not resume:
             record_vocab(out)
     tokenizer = load_vocab_tokenizer(out / VOCAB_NAME, impl="fast")
-    sequences, held_out = distillation_sequences(cfg, tokenizer)
+    with stage(f"tokenising {cfg.corpus}", cfg.progress) as made:
+        sequences, held_out = distillation_sequences(cfg, tokenizer)
+        made.update({"training sequences": len(sequences), "held-out sequences": len(held_out)})
 
     seed_everything(cfg.seed)  # a fresh head's initialisation, when the teacher has none
     student = initial_student(cfg.init_student, vocab) if cfg.init_student else \
