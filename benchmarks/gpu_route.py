@@ -38,11 +38,11 @@ from bertedu.training.pretrain import BUDGET_RECIPE  # noqa: E402
 EXTRA_CORPUS = ["--extra-corpus", "bible-en:web,bible-en:kjv,bible-en:asv,bible-en:ylt"]
 TASKS = {"topic-en": "SST-2", "paraphrase-en": "MRPC", "ner-en": "CoNLL-2003", "qa-cloze-en": "SQuAD v1.1"}
 SCALES = {  # stage -> flags; the budgets add up to about 10 minutes on one GPU (compilation included)
-    "gpu": {"phase1": ["--batch-size", "256", "--lr", "5e-4", "--time-budget", "6m",
+    "gpu": {"phase1": ["--batch-size", "256", "--lr", "5e-4", "--time-budget", "4m",
                        "--precision", "bf16", "--compile", "--num-workers", "4", "--log-every", "20"],
             "phase2": ["--batch-size", "64", "--lr", "2e-4", "--time-budget", "1m", "--precision", "bf16",
                        "--compile", "--num-workers", "4", "--log-every", "20"],
-            "finetune": ["--epochs", "2", "--batch-size", "32", "--lr", "5e-5", "--time-budget", "35s",
+            "finetune": ["--epochs", "2", "--batch-size", "32", "--lr", "5e-5", "--time-budget", "30s",
                          "--precision", "bf16"],
             "device": [], "preset": ["--preset", "base"], "corpus": ["--corpus", "wiki-en", *EXTRA_CORPUS]},
     "smoke": {"phase1": ["--batch-size", "4", "--lr", "1e-3", "--steps", "3",
