@@ -20,7 +20,7 @@ NOT_YET = {
     "08": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
     "09": {"cells", "code-lines", "no-map", "no-predict", "words"},
     "10": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
-    "11": {"ignore-comments", "no-map", "no-predict"},
+    "11": {"no-predict"},
     "13": {"copied-exercise", "no-map", "no-predict"},
     "17": {"cells", "code-lines", "no-map", "no-predict", "words"},
 }
