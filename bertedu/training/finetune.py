@@ -860,23 +860,3 @@ def gpu_scale_init(environ=None) -> tuple[str, str]:
     if path.is_dir() and latest_checkpoint(path) is not None and (path / VOCAB_NAME).is_file():
         return str(path), f"init: the pretraining run in {path.name} (${PRETRAINED_ENV})"
     return "minilm", f"init: minilm (${PRETRAINED_ENV}={path.name} holds no finished pretraining run)"
-
-
-PRETRAINED_ENV = "BERTEDU_PRETRAINED"  # names the pretraining run notebooks 08-11 fine-tune at gpu scale
-
-
-def gpu_scale_init(environ=None) -> tuple[str, str]:
-    """The `init` notebooks 08-11 fine-tune at gpu scale, and a sentence saying which it is.
-
-    The folder named by $BERTEDU_PRETRAINED when it holds a finished pretraining run (a
-    checkpoint-<step> folder and its vocab.txt: what `--init` reads; notebook 07 at gpu scale
-    leaves one in runs/nb07/phase2); "minilm" otherwise. Introduced for notebooks 08-11 by
-    docs/gpu_route.md (issue 52 item 1).
-    """
-    folder = (os.environ if environ is None else environ).get(PRETRAINED_ENV)
-    if not folder:
-        return "minilm", f"init: minilm (${PRETRAINED_ENV} is not set)"
-    path = Path(folder)
-    if path.is_dir() and latest_checkpoint(path) is not None and (path / VOCAB_NAME).is_file():
-        return str(path), f"init: the pretraining run in {path.name} (${PRETRAINED_ENV})"
-    return "minilm", f"init: minilm (${PRETRAINED_ENV}={path.name} holds no finished pretraining run)"
