@@ -19,10 +19,8 @@ NOT_YET = {
     "06": {"cells", "copied-exercise", "no-predict", "words"},
     "08": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
     "09": {"cells", "code-lines", "no-map", "no-predict", "words"},
-    "10": {"cells", "copied-exercise", "no-map", "no-predict", "words"},
     "11": {"no-predict"},
     "13": {"copied-exercise", "no-map", "no-predict"},
-    "17": {"cells", "code-lines", "no-map", "no-predict", "words"},
 }
 
 
