@@ -21,7 +21,6 @@ NOT_YET = {
     "09": {"cells", "code-lines", "no-map", "no-predict", "words"},
     "11": {"no-predict"},
     "13": {"copied-exercise", "no-map", "no-predict"},
-    "17": {"cells", "code-lines", "no-map", "no-predict", "words"},
 }
 
 
