@@ -87,3 +87,28 @@ def test_the_gpu_scale_pretraining_cell_runs_on_a_local_copy(monkeypatch, tmp_pa
                                      out=str(tmp_path / "phase2")))
     assert first.step == second.step == 2
     assert phases["phase2"]["max_seq_length"] == 512  # phase 2 is BERT's 512-token phase
+
+
+@pytest.mark.parametrize("notebook, variable, folder", [
+    ("08_single_sentence_classification.ipynb", "BERTEDU_SST2_DIR", DATA / "glue" / "SST-2"),
+    ("09_token_tagging.ipynb", "BERTEDU_CONLL2003_DIR", DATA / "conll2003"),
+])
+def test_at_gpu_scale_the_notebooks_fine_tune_the_model_notebook_07_pretrained(notebook, variable, folder, monkeypatch,
+                                                                             tmp_path):
+    """docs/gpu_route.md: $BERTEDU_PRETRAINED names the pretraining run, and the SETTINGS cell's
+    gpu init is that run (MiniLM when it is unset, as the test above runs)."""
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_text("\n\n".join("\n".join(d) for d in list(load_corpus("wiki-en"))[:20]) + "\n", encoding="utf-8")
+    run = tmp_path / "phase2"
+    pretrain(PretrainConfig(corpus=str(corpus), preset="tiny", steps=2, batch_size=4, max_seq_length=128, eval_every=0,
+                            max_eval_examples=8, vocab_size=300, out=str(run)))
+    settings = gpu_settings(notebook, monkeypatch, {variable: folder, "BERTEDU_PRETRAINED": run})
+    gpu = settings["SETTINGS"]["gpu"]
+    assert gpu["init"] == str(run)
+    results = finetune(FinetuneConfig(**{**gpu, **SMOKE}, out=str(tmp_path / "fine")))
+    assert results["steps"] == 2
+    twin = settings.get("TWINS", {}).get("gpu")
+    if twin:  # notebook 09's random twin has the pretrained run's size and vocabulary
+        assert twin["vocab"] == str(run / "vocab.txt")
+    monkeypatch.delenv("BERTEDU_PRETRAINED")
+    assert gpu_settings(notebook, monkeypatch, {variable: folder})["SETTINGS"]["gpu"]["init"] == "minilm"

@@ -17,7 +17,6 @@ LESSONS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]
 
 NOT_YET = {
     "06": {"cells", "copied-exercise", "no-predict", "words"},
-    "11": {"no-predict"},
 }
 
 
