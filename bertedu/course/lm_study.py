@@ -12,7 +12,7 @@ Notebook 17 and `benchmarks/elmo_study.py` (the same recipe over several seeds) 
     next_token_losses / previous_token_losses / masked_lm_losses / held_out_measures
                           held-out losses: GPT's or a forward LM's, the backward LM's, BERT's per selected piece
                           (split by what the input shows there: [MASK], a random piece, the piece itself)
-    save_elmo / load_elmo the ELMo-style model notebook 17 reads, trained by this recipe and shipped
+    save_elmo / load_elmo the ELMo-style model notebook 17's appendix reads, trained by this recipe and shipped
                           (`benchmarks/elmo_weights.py`): the notebook trains BERT and GPT itself
     cloze_sentences()     held-out sentences of 8-24 words whose middle word is one piece
     fill_masked / fill_left_only / fill_two_sided
@@ -53,7 +53,7 @@ from ..training.loop import train
 from .ngram import BigramLM
 
 KINDS = ("bert", "gpt", "elmo")
-ELMO_WEIGHTS = WEIGHTS_DIR / "elmo-study"  # notebook 17's ELMo-style model, made by benchmarks/elmo_weights.py
+ELMO_WEIGHTS = WEIGHTS_DIR / "elmo-study"  # the ELMo-style model of notebook 17's appendix, made by benchmarks/elmo_weights.py
 T = 32  # window length: [CLS] + 30 pieces + [SEP]
 # Each kind's peak learning rate for the study's 400 steps: the lowest held-out loss on validation_text() of
 # the sweep recorded in weights/elmo_study.json["lr_sweep"] (benchmarks/elmo_study.py --sweep; the record
@@ -185,7 +185,7 @@ def save_elmo(model: ELMoStyleLM, run: TrainResult, recipe: TrainConfig, tokeniz
 
 
 def load_elmo(tokenizer, recipe: TrainConfig, folder: str | Path = ELMO_WEIGHTS) -> tuple[ELMoStyleLM, TrainResult]:
-    """The shipped ELMo-style model of notebook 17 (`save_elmo`'s folder), sha256-checked, in eval mode,
+    """The shipped ELMo-style model of notebook 17's appendix (`save_elmo`'s folder), sha256-checked, in eval mode,
     and its run (steps, tokens read, the metrics records). It must have been trained on `tokenizer`'s
     vocabulary (`study_tokenizer`) with `recipe` (`study_recipe`): a ValueError says which differs."""
     from safetensors.torch import load_model

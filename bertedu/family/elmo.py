@@ -1,6 +1,6 @@
 """An ELMo-style language model at CPU scale: two LSTM LMs, one per direction, for contrast with BERT.
 
-Introduced in notebook 17 (issue 38: "From word2vec through ELMo to BERT, measured"; the study's
+Introduced in notebook 17's appendix (issue 38: "From word2vec through ELMo to BERT, measured"; the study's
 steps are `bertedu.course.lm_study`, its multi-seed record `benchmarks/elmo_study.py`).
 ELMo (Peters et al. 2018, "Deep contextualized word representations") reads a sentence with
 a *forward* LM, an LSTM that predicts each token from the tokens before it, and a *backward*
