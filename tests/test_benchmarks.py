@@ -427,3 +427,24 @@ def test_recipe_compare_record_is_paired_at_equal_flops():
     assert record["comparison"]["standard_error"] == pytest.approx(result.se)
     baseline = record["most_frequent_piece"]  # scored on the same held-out masks as every row
     assert all(r["heldout_tokens"] == baseline["tokens"] for r in record["rows"])
+
+
+@pytest.mark.slow
+def test_plateau_climb_script_records_each_checkpoint_split_by_what_the_input_shows(tmp_path):
+    """benchmarks/plateau_climb.py (notebook 06's record of the climb past the plateau) cut to 40 steps
+    stopped at 20: one entry per checkpoint, accuracies in [0, 1], the probes filled, the command kept."""
+    record = tmp_path / "climb.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "plateau_climb.py"), "--steps", "40", "--stop-at",
+                           "20", "--eval-every", "10", "--eval-sequences", "32", "--threads", "1",
+                           "--out", str(tmp_path / "run"), "--json", str(record)],
+                          capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    climb = json.loads(record.read_text())
+    assert climb["command"].startswith("OMP_NUM_THREADS=1 python benchmarks/plateau_climb.py --steps 40 --stop-at 20")
+    assert climb["settings"]["steps"] == 40 and climb["seed"] == 0
+    steps = climb["steps"]
+    assert [s["step"] for s in steps] == [10, 20]
+    for s in steps:
+        assert 0 <= s["accuracy_mask"] <= 1 and 0 <= s["accuracy_unchanged"] <= 1
+        assert s["loss_mask_minus_unigram_se"] > 0 and abs(s["loss_mask"] - s["loss_mask_minus_unigram"]) > 0
+        assert s["probes"] and all(len(top) == 5 for top in s["probes"].values())
