@@ -34,9 +34,20 @@ import typing
 import warnings
 from typing import Optional, Sequence
 
-from .model.config import PRESETS
-from .pretrained import MASKED_LMS
 from .errors import UserError, one_line
+
+DESCRIPTION = "Learn BERT by building it: pretrain and probe BERTs."
+# Each command's one line in `bertedu --help`, which prints them without importing torch (issue 53 item 6).
+COMMAND_HELP = {
+    "pretrain": "pretrain a BERT (MLM + NSP) on a corpus",
+    "finetune": "fine-tune a BERT on a downstream task (an embedded or canonical task, or a PATH)",
+    "distill": "distil a BERT into a smaller student (DistilBERT, TinyBERT)",
+    "fill-mask": "top predictions for each [MASK] in a text, from a pretraining run",
+    "masked-accuracy": "held-out masked-token accuracy of a masked LM (the measure of minilm-mlm)",
+    "predict": "a fine-tuned run's predictions on new text, as JSON lines",
+    "evaluate": "score a fine-tuned run on a task's split",
+    "export": "write a run as a folder transformers loads",
+}
 
 
 def parse_duration(text: str) -> float:
@@ -64,6 +75,7 @@ def _add_dataclass_flags(parser: argparse.ArgumentParser, cls) -> None:
     The command's own fields come first; the training loop's (`TrainConfig`'s) follow in
     their own group. argparse prints each default from the field, so help and code agree.
     """
+    from .model.config import PRESETS
     from .training.loop import TrainConfig
 
     hints = typing.get_type_hints(cls)
@@ -100,15 +112,24 @@ class _HelpFormatter(argparse.HelpFormatter):
                              break_on_hyphens=False)
 
 
+def command_list_parser() -> argparse.ArgumentParser:
+    """The top level alone, each command with its one line and no flags: what `bertedu --help`
+    prints, in a fraction of a second, since it imports neither torch nor the configs."""
+    parser = argparse.ArgumentParser(prog="bertedu", description=DESCRIPTION, formatter_class=_HelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in COMMAND_HELP.items():
+        sub.add_parser(name, help=text)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .training.pretrain import PretrainConfig
 
-    parser = argparse.ArgumentParser(prog="bertedu", description="Learn BERT by building it: pretrain and probe BERTs.",
-                                     formatter_class=_HelpFormatter)
+    parser = argparse.ArgumentParser(prog="bertedu", description=DESCRIPTION, formatter_class=_HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(
-        "pretrain", help="pretrain a BERT (MLM + NSP) on a corpus", formatter_class=_HelpFormatter,
+        "pretrain", help=COMMAND_HELP["pretrain"], formatter_class=_HelpFormatter,
         description="Pretrain a BertForPreTraining (masked LM + next sentence prediction). "
                     "A preset alone runs on the embedded English Wikipedia. The paper's two phases: "
                     "run with --max-seq-length 128, then again with --max-seq-length 512 "
@@ -124,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .training.finetune import FinetuneConfig
 
     ft = sub.add_parser(
-        "finetune", formatter_class=_HelpFormatter, help="fine-tune a BERT on a downstream task: " + ", ".join(TASKS) + ", or a PATH",
+        "finetune", formatter_class=_HelpFormatter, help=COMMAND_HELP["finetune"],
         description="Fine-tune an encoder with a task head (classification, tagging or extractive QA) on the "
                     "shared training loop: AdamW, warm-up then linear decay, dev evaluations with early "
                     "stopping, the best weights kept. Prints dev and test metrics; writes predictions. "
@@ -137,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .training.distill import DistillConfig
 
     d = sub.add_parser(
-        "distill", formatter_class=_HelpFormatter, help="distil a BERT into a smaller student (DistilBERT, TinyBERT)",
+        "distill", formatter_class=_HelpFormatter, help=COMMAND_HELP["distill"],
         description="Train a student made of some of the teacher's layers to imitate the teacher on the embedded "
                     "English text: TinyBERT's hidden-state and attention losses and DistilBERT's cosine loss, and "
                     "with a masked-LM teacher DistilBERT's soft targets and MLM loss. The student is saved as a "
@@ -153,8 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_run_commands(sub) -> None:
     """`bertedu predict`, `bertedu evaluate` and `bertedu export`: using a finished run."""
-    p = sub.add_parser("predict", formatter_class=_HelpFormatter, help="a fine-tuned run's predictions on new text, "
-                                                                       "as JSON lines",
+    from .pretrained import MASKED_LMS
+
+    p = sub.add_parser("predict", formatter_class=_HelpFormatter, help=COMMAND_HELP["predict"],
                        description="Predict with a `bertedu finetune --out` folder: one JSON line per input with the "
                                    "input, the prediction and its probabilities (per word for tagging; for QA the best "
                                    "spans with their scores and character offsets). A sentence pair is "
@@ -166,7 +188,7 @@ def _add_run_commands(sub) -> None:
     p.add_argument("--top-k", type=positive_int, default=5, help="QA: answer spans listed per question (default: 5)")
     _add_progress_flag(p)
 
-    e = sub.add_parser("evaluate", formatter_class=_HelpFormatter, help="score a fine-tuned run on a task's split",
+    e = sub.add_parser("evaluate", formatter_class=_HelpFormatter, help=COMMAND_HELP["evaluate"],
                        description="Score a `bertedu finetune --out` folder on a split of a task (by default the "
                                    "test split of the task it was fine-tuned on), read with the run's data seed, "
                                    "sequence settings and columns; prints the metrics as JSON, as finetune reports "
@@ -179,7 +201,7 @@ def _add_run_commands(sub) -> None:
                    help="score a seeded subsample of at most N examples (the run's --data-seed; default: all)")
     _add_progress_flag(e)
 
-    x = sub.add_parser("export", formatter_class=_HelpFormatter, help="write a run as a folder transformers loads",
+    x = sub.add_parser("export", formatter_class=_HelpFormatter, help=COMMAND_HELP["export"],
                        description="Write RUN as a folder Hugging Face transformers loads with its Auto classes "
                                    "(AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, "
                                    "AutoModelForTokenClassification, AutoModelForQuestionAnswering, AutoTokenizer): "
@@ -195,7 +217,9 @@ def _add_run_commands(sub) -> None:
 
 def _add_masked_lm_commands(sub) -> None:
     """`bertedu fill-mask` and `bertedu masked-accuracy`: a trained masked LM's answers and measure."""
-    f = sub.add_parser("fill-mask", help="top predictions for each [MASK] in a text, from a pretraining run",
+    from .pretrained import MASKED_LMS
+
+    f = sub.add_parser("fill-mask", help=COMMAND_HELP["fill-mask"],
                        formatter_class=_HelpFormatter)
     f.add_argument("run", help="a `bertedu pretrain --out` folder, or a masked LM shipped with the course: "
                                + ", ".join(MASKED_LMS))
@@ -205,7 +229,7 @@ def _add_masked_lm_commands(sub) -> None:
                    help="also show the same architecture with random weights (seed 0), for comparison")
 
     m = sub.add_parser("masked-accuracy", formatter_class=_HelpFormatter,
-                       help="held-out masked-token accuracy of a masked LM (the measure of minilm-mlm)",
+                       help=COMMAND_HELP["masked-accuracy"],
                        description="Held-out masked-token accuracy and MLM loss on wiki-en's held-out documents "
                                    "(bertedu.training.heldout.masked_accuracy: 128-piece sequences, 15% of the pieces "
                                    "selected, masks fixed by --seed), printed as JSON.")
@@ -249,9 +273,12 @@ def _resume_command(command: str, argv: Sequence[str]) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv in (["-h"], ["--help"]):
+        command_list_parser().print_help()
+        return 0
     from .training.jobs import TrainingInterrupted
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command == "predict" and not any(a.startswith("-") for a in extra):

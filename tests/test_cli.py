@@ -90,3 +90,21 @@ def test_progress_goes_to_stderr_and_leaves_the_results_alone(capsys, monkeypatc
     quiet = capsys.readouterr()
     assert shown.out == quiet.out and json.loads(quiet.out)["tokens"] > 0
     assert quiet.err == "" and "bertedu: scoring course-en on wiki-en's held-out documents: in " in shown.err
+
+
+def test_top_level_help_lists_every_command_without_importing_torch():
+    """`bertedu --help` answers without torch (issue 53 item 6), and lists exactly the commands the
+    full parser has, with the same one-line help."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom bertedu.cli import main\nassert main(['--help']) == 0\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    from bertedu.cli import COMMAND_HELP, build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert {c.dest: c.help for c in sub._choices_actions} == COMMAND_HELP
+    for name, text in COMMAND_HELP.items():
+        assert " ".join(text.split()[:3]) in " ".join(proc.stdout.split()), name
