@@ -276,7 +276,8 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _sha256(path: Path) -> str:
+def sha256_of_file(path: Path) -> str:
+    """The sha256 of a file's bytes, read now (no cache: a manifest check must see flipped bytes)."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -287,7 +288,7 @@ def _sha256(path: Path) -> str:
 def write_manifest(folder: str | os.PathLike) -> Path:
     """folder/manifest.json: {"files": {name: {"size", "sha256"}}} for every file in it."""
     folder = Path(folder)
-    files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+    files = {p.name: {"size": p.stat().st_size, "sha256": sha256_of_file(p)}
              for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST_NAME}
     _write_json(folder / MANIFEST_NAME, {"files": files})
     return folder / MANIFEST_NAME
@@ -317,7 +318,7 @@ def verify_folder(folder: str | os.PathLike, *, warn_unverified: bool = True) ->
         if size != expected["size"]:
             raise DamagedCheckpointError(f"{path} is damaged: {size:,} bytes, the manifest says "
                                          f"{expected['size']:,} (truncated?); use an earlier checkpoint")
-        if _sha256(path) != expected["sha256"]:
+        if sha256_of_file(path) != expected["sha256"]:
             raise DamagedCheckpointError(f"{path} is damaged: its sha256 differs from the manifest's "
                                          "(corrupted bytes); use an earlier checkpoint")
     return True

@@ -43,7 +43,7 @@ from typing import Any, Iterator, Optional
 
 from ..errors import UserError
 from ..model.constants import VOCAB_NAME
-from .checkpoint import latest_checkpoint, open_atomic
+from .checkpoint import latest_checkpoint, open_atomic, sha256_of_file
 from .jobs import LOCK_NAME
 
 IDENTITY_NAME = "identity.json"
@@ -61,14 +61,6 @@ class RunFolderError(UserError, FileExistsError):
     """--out, --resume or --overwrite do not fit what the output folder holds."""
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def source_identity(spec: Optional[str]) -> Optional[dict[str, str]]:
     """What a data or vocabulary argument names: {"path", "sha256"} for a file or a folder
     that exists (a folder: the sha256 of its files' names and sha256s), else {"name"}."""
@@ -76,11 +68,11 @@ def source_identity(spec: Optional[str]) -> Optional[dict[str, str]]:
         return None
     path = Path(os.path.expanduser(str(spec)))
     if path.is_file():
-        return {"path": str(spec), "sha256": _sha256(path)}
+        return {"path": str(spec), "sha256": sha256_of_file(path)}
     if path.is_dir():
         digest = hashlib.sha256()
         for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
-            digest.update(f"{file.relative_to(path).as_posix()}\0{_sha256(file)}\n".encode())
+            digest.update(f"{file.relative_to(path).as_posix()}\0{sha256_of_file(file)}\n".encode())
         return {"path": str(spec), "sha256": digest.hexdigest()}
     return {"name": str(spec)}
 
@@ -92,7 +84,7 @@ def vocab_identity(folder_or_file: Optional[str]) -> Optional[dict[str, str]]:
         return None
     path = Path(os.path.expanduser(str(folder_or_file)))
     if path.is_dir() and (path / VOCAB_NAME).is_file():
-        return {"path": str(folder_or_file), "sha256": _sha256(path / VOCAB_NAME)}
+        return {"path": str(folder_or_file), "sha256": sha256_of_file(path / VOCAB_NAME)}
     return source_identity(folder_or_file)
 
 
@@ -227,7 +219,7 @@ def _check_resume(out: Path, identity: dict, found: Optional[dict], has_checkpoi
         raise RunFolderError(f"--resume: {out} holds a {what} run made with {'; '.join(said)}: resume it with its "
                              "own settings, or choose another --out for this run")
     vocab, recorded = out / VOCAB_NAME, (found or {}).get("vocab_sha256")
-    if recorded and (not vocab.is_file() or _sha256(vocab) != recorded):
+    if recorded and (not vocab.is_file() or sha256_of_file(vocab) != recorded):
         raise RunFolderError(f"--resume: {vocab} is not the vocabulary this run was trained with (its sha256 "
                              "differs from identity.json's): the checkpoints cannot be read with it")
 
@@ -237,7 +229,7 @@ def _same_start(out: Path, found: dict, identity: dict) -> bool:
     if "legacy" in found or differences(found, identity):
         return False
     vocab, recorded = out / VOCAB_NAME, found.get("vocab_sha256")
-    return not vocab.exists() or (recorded is not None and _sha256(vocab) == recorded)
+    return not vocab.exists() or (recorded is not None and sha256_of_file(vocab) == recorded)
 
 
 def write_identity(out: Path, identity: dict) -> None:
@@ -254,7 +246,7 @@ def record_vocab(out: str | os.PathLike) -> None:
     if not path.is_file() or not (out / VOCAB_NAME).is_file():
         return
     identity = json.loads(path.read_text(encoding="utf-8"))
-    identity["vocab_sha256"] = _sha256(out / VOCAB_NAME)
+    identity["vocab_sha256"] = sha256_of_file(out / VOCAB_NAME)
     write_identity(out, identity)
 
 
