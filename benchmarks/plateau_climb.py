@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
 import math
 import resource
@@ -45,7 +44,6 @@ import torch.nn.functional as F  # noqa: E402
 from bertedu.data import collate_pretraining  # noqa: E402
 from bertedu.data.corpora import load_corpus  # noqa: E402
 from bertedu.training.checkpoint import load_weights  # noqa: E402
-from bertedu.training.loop import train  # noqa: E402
 from bertedu.training.pretrain import (PretrainConfig, corpus_documents, fill_mask, heldout_dataset,  # noqa: E402
                                        load_pretrained, pretrain, split_documents)
 
@@ -131,9 +129,7 @@ def main() -> None:
     cfg = run_settings(args)
     start = time.time()
     if not (Path(cfg.out) / f"checkpoint-{args.stop_at or args.steps}").exists():
-        pretrain_module = sys.modules[PretrainConfig.__module__]  # bertedu.training.pretrain
-        pretrain_module.train = functools.partial(train, stop_at_step=args.stop_at)  # the loop's own stop
-        pretrain(cfg)
+        pretrain(cfg, stop_at_step=args.stop_at)
     record = {"command": "OMP_NUM_THREADS=1 python benchmarks/plateau_climb.py " + " ".join(sys.argv[1:]),
               "seed": args.seed, "settings": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "out"},
               **measure(cfg, args)}

@@ -375,8 +375,11 @@ def streamed_dataset(cfg: PretrainConfig, corpus, tokenizer, out: Path):
     return dataset, held_out
 
 
-def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
+def pretrain(cfg: PretrainConfig, resume: bool = False, stop_at_step: Optional[int] = None) -> TrainResult:
     """Run one pretraining job as `cfg` says (see the module docstring for the folder).
+
+    `stop_at_step` stops (with a checkpoint) after that step while the schedule stays the whole
+    run's (`bertedu.training.loop.train`'s; benchmarks/plateau_climb.py uses it).
 
     The run holds out/.lock throughout (one run per folder, bertedu.training.jobs.run_lock). A
     user's mistake (an --out holding a run, a missing --vocab or --init-from, a --resume with
@@ -386,7 +389,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     if resume and is_main_process():
         check_resumable(cfg.out, "pretrain")  # a missing folder: said before the lock creates it
     with run_lock(cfg.out), undone_if_refused(cfg.out, RUN_LEFTOVERS) if is_main_process() else nullcontext():
-        return _pretrain(cfg, resume)
+        return _pretrain(cfg, resume, stop_at_step)
 
 
 # What a start of a run writes before its first checkpoint: removed when a fresh run with other settings finds it.
@@ -425,7 +428,7 @@ def _check_inputs(cfg: PretrainConfig, out: Path, resume: bool) -> None:
             raise MissingFileError(f"--init-from {cfg.init_from}: no {VOCAB_NAME} in it")
 
 
-def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
+def _pretrain(cfg: PretrainConfig, resume: bool, stop_at_step: Optional[int] = None) -> TrainResult:
     from ..data.corpora import load_corpus
     from .runfolder import record_vocab
 
@@ -466,7 +469,7 @@ def _pretrain(cfg: PretrainConfig, resume: bool) -> TrainResult:
                                  (not cfg.nsp and not _nsp_frozen(model)))
     peak_lrs = {"mlm.": cfg.head_lr} if cfg.head_lr is not None else None
     result = train(model, dataset, collate, train_cfg, eval_dataset=eval_dataset, resume=resume,
-                   peak_lrs=peak_lrs, evaluator=evaluator)
+                   peak_lrs=peak_lrs, evaluator=evaluator, stop_at_step=stop_at_step)
     if result.records and is_main_process():
         plot_metrics(result.records, out / "metrics.png")
     return result
