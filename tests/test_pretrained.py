@@ -241,7 +241,7 @@ def test_resume_continues_bit_for_bit(tmp_path, monkeypatch):
 
     assert train("whole") == 0
     with monkeypatch.context() as stop_early:
-        stop_early.setattr(pretrain_module, "train", functools.partial(pretrain_module.train, stop_at_step=3))
+        stop_early.setattr(pretrain_module, "pretrain", functools.partial(pretrain_module.pretrain, stop_at_step=3))
         assert train("parts") == 0
     assert train("parts") == 2  # a second run into the same folder needs --resume
     assert train("parts", "--resume") == 0
