@@ -6,6 +6,7 @@ mean of its halves' losses; that is what makes accumulation and DDP comparable.
 """
 
 import json
+import math
 import os
 import random
 import shutil
@@ -28,6 +29,9 @@ from bertedu.training.loop import (
     TrainConfig, TrainingDivergedError, clip_gradients, evaluate, linear_schedule, param_groups, read_metrics, train,
 )
 from bertedu.course.viz import plot_metrics
+import bertedu.training.loop as loop_module
+from bertedu.errors import SettingError
+from bertedu.training.distributed import setup_distributed
 
 V, T, K, MASK_ID = 40, 12, 2, 3  # vocabulary, max length, masked positions per example, [MASK]
 
@@ -346,6 +350,61 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     for name, w in weights(model).items():  # the NaN step made no update
         assert torch.isfinite(w).all() and torch.equal(weights(reloaded)[name], w), name
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]
+
+
+def deferred_read_back(monkeypatch) -> list:
+    """Run train() as it runs on a GPU: the step's numbers stay on the device until a log line, an
+    evaluation, a checkpoint or the last step reads them; returns the StepNumbers made."""
+    made = []
+
+    class Deferred(loop_module.StepNumbers):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, defer=True, **kw)
+            self.reads = []
+            made.append(self)
+
+        def read(self, state, checkpoint):
+            self.reads.append(state.step)
+            return super().read(state, checkpoint)
+
+    monkeypatch.setattr(loop_module, "StepNumbers", Deferred)
+    return made
+
+
+def test_deferred_read_back_gives_the_same_run_and_reads_only_where_numbers_are_used(tmp_path, monkeypatch):
+    cfg = dict(steps=9, log_every=4, save_every=3, fused_adamw=True)
+    now = tiny_model()
+    run_now = train(now, ToyPairs(40), fixed_collate, config(**cfg, out=str(tmp_path / "now")))
+    made = deferred_read_back(monkeypatch)
+    later = tiny_model()
+    run_later = train(later, ToyPairs(40), fixed_collate, config(**cfg, out=str(tmp_path / "later")))
+    assert made[0].reads == [3, 4, 6, 8, 9]  # saves at 3, 6, 9; log lines at 4, 8 and the last step
+    for name, w in weights(now).items():
+        assert torch.equal(weights(later)[name], w), name
+    keys = ("step", "loss", "grad_norm", "lr", "tokens")
+    assert [{k: r[k] for k in keys} for r in run_later.records] == [{k: r[k] for k in keys} for r in run_now.records]
+    assert run_later.tokens_seen == run_now.tokens_seen and run_later.loss == run_now.loss
+
+
+def test_deferred_divergence_makes_no_update_and_raises_at_the_next_read_back(tmp_path, monkeypatch):
+    made = deferred_read_back(monkeypatch)
+    model = NaNAt(tiny_model(), bad_call=5)
+    with pytest.raises(TrainingDivergedError, match="step 5") as info:
+        train(model, ToyPairs(24), fixed_collate, config(steps=8, log_every=4, save_every=3, fused_adamw=True,
+                                                         out=str(tmp_path)))
+    assert made[0].reads == [3, 4, 6]  # step 5 went bad; step 6's checkpoint read the numbers first
+    assert info.value.step == 5 and "checkpoint-3" in str(info.value) and math.isnan(info.value.loss)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-3", "metrics.jsonl"]
+    reference = NaNAt(tiny_model(), bad_call=0)
+    train(reference, ToyPairs(24), fixed_collate, config(steps=8, log_every=4, fused_adamw=True), stop_at_step=4)
+    for name, w in weights(model).items():  # steps 5 and 6 made no update: the weights are those after step 4
+        assert torch.isfinite(w).all() and torch.equal(weights(reference)[name], w), name
+
+
+def test_deferred_read_back_needs_the_fused_adamw():
+    with pytest.raises(SettingError, match="fused"):
+        loop_module.StepNumbers(config(), setup_distributed("cpu"), torch.optim.AdamW(tiny_model().parameters()),
+                                0.0, defer=True)
 
 
 # ---- checkpoints -------------------------------------------------------------------------------

@@ -290,7 +290,8 @@ def train(
     evaluator: evaluator(model) -> dict of held-out numbers, called where `eval_dataset`
         would be evaluated, instead of it (e.g. a fixed measure of its own masks and
         batches); the numbers are logged with the prefix eval_.
-    Raises TrainingDivergedError on a NaN / infinite loss, before any update or checkpoint;
+    Raises TrainingDivergedError on a NaN / infinite loss or gradient norm, before that step's update
+    and any later checkpoint (on a GPU at the next read-back: `StepNumbers`);
     TrainingInterrupted on SIGINT / SIGTERM, after finishing the step and checkpointing it;
     OutputFolderError when another live process holds config.out (bertedu.training.jobs.run_lock).
     """
@@ -315,6 +316,7 @@ def _train(model, dataset, collate: Collate, config: TrainConfig, resume: bool, 
     bar = ProgressBar(cfg, max_steps, state, enabled=cfg.progress and ctx.is_main)
     clock = time.perf_counter() - state.elapsed_s  # elapsed time carries over a resume
     window = (state.tokens_seen, state.elapsed_s)  # tokens and time at the last log line
+    step_numbers = StepNumbers(cfg, ctx, optimizer, clock)
     loss, last_eval = None, None
     with bar:
         while not (stopped_by := _stop_reason(cfg, max_steps, state, stop_at_step)):
@@ -325,40 +327,129 @@ def _train(model, dataset, collate: Collate, config: TrainConfig, resume: bool, 
             set_learning_rates(optimizer, lr, multiplier)
             # 2. gradients of the mean loss over the global batch
             model.train()
-            sums, parts = _forward_backward(net, ddp, micro_batches, autocast, ctx.device)
-
-            # 3. one set of numbers for all processes, checked before anything changes
-            loss, mlm_loss, nsp_loss, tokens, elapsed = _reduce_step_numbers(sums, clock, ctx)
-            grad_norm = float(clip_gradients(model, cfg.max_grad_norm))  # the norm before clipping
-            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                raise TrainingDivergedError(state.step + 1, loss, grad_norm, checkpoint)
-            # 4. the update
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
-            # 5. advance: the next global batch is the following one in the epoch order
-            state.step += 1
-            state.tokens_seen += int(tokens)
-            state.elapsed_s = elapsed
+            sums, parts, tokens = _forward_backward(net, ddp, micro_batches, autocast, ctx.device)
+            # 3. clip, check for divergence, update (StepNumbers: what is read back from the device, and when)
+            step_numbers.update(model, sums, state.step + 1, checkpoint)
+            # 4. advance: the next global batch is the following one in the epoch order
+            step_numbers.advance(state, tokens)
             state.epoch, state.batch_in_epoch = divmod(epoch * steps_per_epoch + batch_in_epoch + 1, steps_per_epoch)
             last = bool(_stop_reason(cfg, max_steps, state, stop_at_step))
-            signum = 0 if last else stop.requested(ctx)  # SIGINT / SIGTERM: stop after this step
+            log, evaluate_now, save = _due(cfg, state.step, last, held_out is not None)
+            signum = 0 if last else step_numbers.stop_signal(stop, log or evaluate_now or save)
+            if log or evaluate_now or save or signum or not step_numbers.defer:  # this step's numbers
+                loss, mlm_loss, nsp_loss, grad_norm = step_numbers.read(state, checkpoint)
             bar.update(state, loss)
 
-            # 6. log, evaluate, checkpoint (process 0 writes; all take part)
-            if state.step % cfg.log_every == 0 or last:
+            # 5. log, evaluate, checkpoint (process 0 writes; all take part)
+            if log:
                 numbers = {"loss": loss, "mlm_loss": mlm_loss if "mlm_loss" in parts else None,
                            "nsp_loss": nsp_loss if "nsp_loss" in parts else None, "lr": lr, "grad_norm": grad_norm}
                 window = _log_step(cfg, ctx, state, epoch, numbers, window, records)
-            if held_out is not None and ((cfg.eval_every and state.step % cfg.eval_every == 0) or last):
+            if evaluate_now:
                 last_eval = held_out(model, ctx.device)
                 records.append(_log(cfg, ctx, {"step": state.step, **{f"eval_{k}": v for k, v in last_eval.items()}}))
-            if cfg.out and ((cfg.save_every and state.step % cfg.save_every == 0) or last or signum):
+            if save or (cfg.out and signum):
                 checkpoint = _save(model, optimizer, cfg, ctx, state, len(dataset))
             if signum:
                 raise TrainingInterrupted(signum, state.step, checkpoint if cfg.out else None)
     return TrainResult(step=state.step, loss=loss, tokens_seen=state.tokens_seen, elapsed_s=state.elapsed_s,
                        checkpoint=checkpoint, records=records, eval=last_eval, stopped_by=stopped_by)
+
+
+def _due(cfg: TrainConfig, step: int, last: bool, can_evaluate: bool) -> tuple[bool, bool, bool]:
+    """(log, evaluate, save): what this step's end does, by the config's intervals."""
+    log = step % cfg.log_every == 0 or last
+    evaluate_now = can_evaluate and ((cfg.eval_every and step % cfg.eval_every == 0) or last)
+    save = bool(cfg.out) and ((cfg.save_every and step % cfg.save_every == 0) or last)
+    return log, bool(evaluate_now), save
+
+
+class StepNumbers:
+    """The step's numbers on the host: read back from the device after every step, or, on a GPU, only
+    where they are used (a log line, an evaluation, a checkpoint, the last step, a stop signal).
+
+    Reading a number back waits for the GPU to finish the step, and the next step's work cannot be
+    queued meanwhile; on the CPU it costs nothing. Deferred (`defer`: CUDA with the fused AdamW,
+    and no token or time budget that several processes must agree on at every step), the check
+    for divergence stays on the device: a step whose loss or gradient norm is NaN or infinite,
+    and every step after it, makes no update (the fused AdamW's `found_inf`, as a GradScaler
+    does), and the next read-back raises TrainingDivergedError naming that step, before any
+    checkpoint is written. Otherwise the check is made before the update, at every step.
+    """
+
+    def __init__(self, cfg: TrainConfig, ctx: DistContext, optimizer: torch.optim.Optimizer, clock: float,
+                 defer: Optional[bool] = None):
+        self.cfg, self.ctx, self.optimizer, self.clock = cfg, ctx, optimizer, clock
+        agree_each_step = ctx.world_size > 1 and (cfg.max_tokens is not None or cfg.time_budget is not None)
+        fused = bool(optimizer.defaults.get("fused"))
+        self.defer = (ctx.device.type == "cuda" and fused and not agree_each_step) if defer is None else defer
+        if self.defer and not fused:
+            raise SettingError("deferred read-back needs the fused AdamW (fused_adamw=True)")
+        # deferred: [loss, mlm_loss, nsp_loss, grad_norm, tokens since the last read-back, first bad step, its loss,
+        # its gradient norm]; read at once: the last step's [loss, mlm_loss, nsp_loss, grad_norm]
+        self.kept = torch.zeros(8, device=ctx.device) if self.defer else None
+        self.now: list = []
+
+    def update(self, model: nn.Module, sums: torch.Tensor, step: int, checkpoint: Optional[str]) -> None:
+        """Reduce the step's sums over processes, clip the gradients, check, and make the update."""
+        sums[4] = time.perf_counter() - self.clock
+        if self.ctx.world_size > 1:
+            dist.all_reduce(sums)
+            sums[[0, 1, 2, 4]] /= self.ctx.world_size
+        norm = clip_gradients(model, self.cfg.max_grad_norm)  # the norm before clipping
+        if self.defer:
+            self._keep(sums, norm, step)
+            self.optimizer.found_inf = (self.kept[5] > 0).float()  # 1: no update from the first bad step on
+            try:
+                self.optimizer.step()
+            finally:
+                del self.optimizer.found_inf
+        else:
+            loss, mlm_loss, nsp_loss, tokens, elapsed = sums.tolist()
+            grad_norm = float(norm)
+            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                raise TrainingDivergedError(step, loss, grad_norm, checkpoint)
+            self.optimizer.step()
+            self.now = [loss, mlm_loss, nsp_loss, grad_norm, tokens, elapsed]
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _keep(self, sums: torch.Tensor, norm: torch.Tensor, step: int) -> None:
+        kept = self.kept
+        kept[:3], kept[3] = sums[:3], norm
+        kept[4] += sums[3]
+        bad = ~(torch.isfinite(sums[0]) & torch.isfinite(norm)) & (kept[5] == 0)  # the first bad step only
+        kept[5:] = torch.where(bad, torch.stack([torch.full_like(norm, step), sums[0], norm]), kept[5:])
+
+    def advance(self, state: TrainState, tokens: int) -> None:
+        """Count the step, its real tokens (`tokens`: this process's) and the elapsed time."""
+        state.step += 1
+        if not self.defer:  # the tokens of all processes, the time averaged over them
+            state.tokens_seen += int(self.now[4])
+            state.elapsed_s = self.now[5]
+            return
+        state.elapsed_s = time.perf_counter() - self.clock  # this process's clock
+        if self.ctx.world_size == 1:  # otherwise the sum over processes arrives with the next read-back
+            state.tokens_seen += tokens
+
+    def stop_signal(self, stop: StopSignals, reading: bool) -> int:
+        """SIGINT / SIGTERM received (0: none). Several processes agree on it through the device,
+        so when read-back is deferred they ask only where the numbers are read anyway."""
+        if self.defer and self.ctx.world_size > 1 and not reading:
+            return 0
+        return stop.requested(self.ctx)
+
+    def read(self, state: TrainState, checkpoint: Optional[str]) -> list[float]:
+        """[loss, mlm_loss, nsp_loss, grad_norm] of the last step; deferred: one read-back, which raises
+        TrainingDivergedError if a step since the last one diverged."""
+        if not self.defer:
+            return self.now[:4]
+        loss, mlm_loss, nsp_loss, grad_norm, tokens, bad_step, bad_loss, bad_norm = self.kept.tolist()
+        if bad_step:
+            raise TrainingDivergedError(int(bad_step), bad_loss, bad_norm, checkpoint)
+        if self.ctx.world_size > 1:  # the tokens of all processes, summed since the last read-back
+            state.tokens_seen += int(tokens)
+        self.kept[4] = 0
+        return [loss, mlm_loss, nsp_loss, grad_norm]
 
 
 # ---- helpers of train() ------------------------------------------------------------------
@@ -392,16 +483,6 @@ def _step_budget(cfg: TrainConfig, steps_per_epoch: int) -> Optional[int]:
     return epoch_steps if cfg.steps is None else min(cfg.steps, epoch_steps)
 
 
-def _reduce_step_numbers(sums: torch.Tensor, clock: float, ctx: DistContext) -> list[float]:
-    """[loss, mlm_loss, nsp_loss, tokens, elapsed]: means over processes of the losses and
-    the time, the total of real tokens; read with one GPU sync per step."""
-    sums[4] = time.perf_counter() - clock
-    if ctx.world_size > 1:
-        dist.all_reduce(sums)
-        sums[[0, 1, 2, 4]] /= ctx.world_size
-    return sums.tolist()
-
-
 def _forward_backward(net, ddp, micro_batches: list[dict], autocast, device: torch.device):
     """Forward and backward each micro-batch of one step; the gradients add up in .grad.
 
@@ -409,14 +490,15 @@ def _forward_backward(net, ddp, micro_batches: list[dict], autocast, device: tor
     mean over the micro-batches: the gradient of one batch A times larger when the loss is
     a mean over equal-sized pieces (for MLM: the same number of labelled tokens in every
     micro-batch; otherwise each micro-batch's tokens weigh a little differently).
-    Returns (sums, parts): sums (5,) = loss, mlm_loss, nsp_loss (means over the
+    Returns (sums, parts, tokens): sums (5,) = loss, mlm_loss, nsp_loss (means over the
     micro-batches), real tokens, and a slot for the elapsed time; parts names the partial
-    losses the model reported.
+    losses the model reported; tokens is this process's real tokens, counted on the host.
     """
     A = len(micro_batches)
     sums = torch.zeros(5, device=device)
-    parts = set()
+    parts, tokens = set(), 0
     for i, batch in enumerate(micro_batches):
+        tokens += count_tokens(batch)  # on the host: the batch has not moved yet
         sums[3] += count_tokens(batch)
         batch = to_device(batch, device)
         # DDP all-reduces gradients during backward; only the last micro-batch needs that
@@ -430,7 +512,7 @@ def _forward_backward(net, ddp, micro_batches: list[dict], autocast, device: tor
             if getattr(out, name, None) is not None:
                 sums[j] += getattr(out, name).detach().float() / A
                 parts.add(name)
-    return sums, parts
+    return sums, parts, tokens
 
 
 def _start_or_resume(model, optimizer, cfg: TrainConfig, ctx: DistContext, num_examples: int, resume: bool):
