@@ -401,6 +401,14 @@ def test_deferred_divergence_makes_no_update_and_raises_at_the_next_read_back(tm
         assert torch.isfinite(w).all() and torch.equal(weights(reference)[name], w), name
 
 
+def test_deferred_read_back_shows_a_progress_bar_before_any_loss_is_read(monkeypatch, capsys):
+    deferred_read_back(monkeypatch)
+    result = train(tiny_model(), ToyPairs(16), fixed_collate, config(steps=3, log_every=3, progress=True,
+                                                                     fused_adamw=True))
+    assert result.step == 3 and math.isfinite(result.loss)
+    assert "loss=" in capsys.readouterr().err  # the bar shows the loss once one is read back
+
+
 def test_deferred_read_back_needs_the_fused_adamw():
     with pytest.raises(SettingError, match="fused"):
         loop_module.StepNumbers(config(), setup_distributed("cpu"), torch.optim.AdamW(tiny_model().parameters()),

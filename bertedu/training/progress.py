@@ -33,14 +33,16 @@ class ProgressBar:
                         bar_format=seconds, dynamic_ncols=True)
         self.start = (state.tokens_seen, time.perf_counter())
 
-    def update(self, state: "TrainState", loss: float) -> None:
+    def update(self, state: "TrainState", loss: Optional[float]) -> None:
+        """Advance to `state`; loss: the last one read back from the device (None before the first)."""
         if self.bar is None:
             return
         now = {"step": state.step, "tok": state.tokens_seen, "s": state.elapsed_s}[self.unit]
         self.bar.update(min(now, self.bar.total) - self.done)
         self.done = min(now, self.bar.total)
         speed = (state.tokens_seen - self.start[0]) / max(time.perf_counter() - self.start[1], 1e-9)
-        self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{speed:,.0f}", refresh=False)
+        shown = {} if loss is None else {"loss": f"{loss:.4f}"}
+        self.bar.set_postfix(**shown, tok_s=f"{speed:,.0f}", refresh=False)
 
     def __enter__(self):
         return self
