@@ -577,6 +577,35 @@ class PretrainingDataset(torch.utils.data.Dataset):
                                    generator=batch_generator(self.seed, self.epoch, indices), **kwargs)
 
 
+class UnmaskedPairs(torch.utils.data.Dataset):
+    """The pairs of a dynamic-masking `PretrainingDataset`, unmasked, and a `collate` that pads
+    a micro-batch and masks it in one `mask_tokens` call, from the generator it is given.
+
+    How `bertedu pretrain --batch-masking` feeds the training loop: the loop seeds one
+    generator per micro-batch from (seed, step, slot), so the masks are a pure function of
+    those, as reproducible and as resumable as the per-example masks of `dataset[i]` (but
+    other masks). At 128 tokens it makes about 4 times the real tokens per CPU-second
+    (benchmarks/data_path.py), what a GPU needs from the DataLoader's workers.
+    """
+
+    def __init__(self, dataset: PretrainingDataset):
+        if dataset.masking != "dynamic":
+            raise ValueError("batch masking draws dynamic masks; static masking is per example (dataset[i])")
+        self.examples, self.pad_token_id, self.whole_word = dataset.examples, dataset.pad_token_id, dataset.whole_word
+        self.mask_kwargs = {k: v for k, v in dataset.mask_kwargs.items() if v is not None}
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int):
+        return self.examples[index]
+
+    def collate(self, examples: Sequence, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """Pad `examples` (B pairs) and mask the (B, T) batch at once: `collate_pretraining`'s batch."""
+        return collate_pretraining(examples, pad_token_id=self.pad_token_id, whole_word=self.whole_word,
+                                   generator=generator, **self.mask_kwargs)
+
+
 def batch_generator(seed: int, epoch: int, indices: Sequence[int]) -> torch.Generator:
     """The torch.Generator that masks a whole batch: seeded from (seed, epoch, its indices)."""
     key = ",".join(str(int(i)) for i in indices)

@@ -1,0 +1,65 @@
+"""Masking a whole micro-batch at once (issue 52 item 3): `UnmaskedPairs` and `bertedu pretrain --batch-masking`."""
+
+import itertools
+
+import pytest
+import torch
+
+from bertedu.data import build_pretraining_dataset
+from bertedu.data.corpora import wiki_en
+from bertedu.data.pretraining import UnmaskedPairs
+from bertedu.model.constants import IGNORE_INDEX
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from bertedu.data.tokenizer import load_vocab_tokenizer
+    from bertedu.pretrained import minilm_vocab_path
+
+    return load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
+
+
+@pytest.fixture(scope="module")
+def documents():
+    return list(itertools.islice(wiki_en(), 6))
+
+
+def generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def test_a_batch_is_a_pure_function_of_its_examples_and_generator(tokenizer, documents):
+    view = UnmaskedPairs(build_pretraining_dataset(documents, tokenizer, max_seq_length=64, seed=0))
+    examples = [view[i] for i in range(16)]
+    first, again, other = (view.collate(examples, generator(s)) for s in (5, 5, 6))
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not torch.equal(first["labels"], other["labels"])
+    assert set(first) == {"input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence_label"}
+    assert first["input_ids"].shape == first["labels"].shape == (16, max(len(e.input_ids) for e in examples))
+
+
+def test_batch_masks_follow_bert_rules(tokenizer, documents):
+    view = UnmaskedPairs(build_pretraining_dataset(documents, tokenizer, max_seq_length=64, seed=0))
+    selected = candidates = as_mask = 0
+    for b in range(20):
+        examples = [view[(b * 16 + i) % len(view)] for i in range(16)]
+        batch = view.collate(examples, generator(b))
+        original = torch.full_like(batch["input_ids"], tokenizer.pad_token_id)
+        for row, e in enumerate(examples):
+            original[row, : len(e.input_ids)] = torch.tensor(e.input_ids)
+        special = torch.tensor([[i in tokenizer.special_ids for i in row] for row in original.tolist()])
+        chosen = batch["labels"] != IGNORE_INDEX
+        assert not (chosen & special).any()  # [CLS], [SEP] and padding are never selected
+        assert torch.equal(batch["labels"][chosen], original[chosen])  # the label is the original piece
+        unchosen = ~chosen
+        assert torch.equal(batch["input_ids"][unchosen], original[unchosen])  # nothing else changes
+        selected, candidates = selected + int(chosen.sum()), candidates + int((~special).sum())
+        as_mask += int((batch["input_ids"][chosen] == tokenizer.mask_token_id).sum())
+    assert 0.13 < selected / candidates < 0.17  # 15% of the real pieces
+    assert 0.75 < as_mask / selected < 0.85  # 80% of them shown as [MASK]
+
+
+def test_static_masking_stays_per_example(tokenizer, documents):
+    static = build_pretraining_dataset(documents, tokenizer, max_seq_length=64, seed=0, masking="static", dupe_factor=2)
+    with pytest.raises(ValueError, match="static masking is per example"):
+        UnmaskedPairs(static)
