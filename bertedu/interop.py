@@ -261,7 +261,7 @@ def to_hf(model: nn.Module, labels: Optional[list[str]] = None) -> nn.Module:
         hf_model = hf_class(hf_config, add_pooling_layer=model.pooler is not None)
     else:
         hf_model = hf_class(hf_config)
-    ours = model.state_dict()
+    ours = _without_padded_rows(model.state_dict(), model.config)
     hf_state = {}
     for hf_name in hf_model.state_dict():
         new = pair.rename(hf_name)
@@ -276,6 +276,19 @@ def to_hf(model: nn.Module, labels: Optional[list[str]] = None) -> nn.Module:
     hf_model.to(next(model.parameters()).dtype)
     hf_model.train(model.training)
     return hf_model
+
+
+# The tensors with one row per vocabulary entry (the MLM decoder's weight is the word embeddings).
+_VOCAB_ROWS = ("word_embeddings.weight", "mlm.decoder.weight", "mlm.decoder.bias")
+
+
+def _without_padded_rows(state: dict[str, torch.Tensor], config: BertConfig) -> dict[str, torch.Tensor]:
+    """A padded vocabulary's state dict (`BertConfig.pad_vocab_to_multiple_of`) cut to the
+    tokenizer's vocab_size rows, which transformers' config holds; others as they are."""
+    V, rows = config.vocab_size, config.padded_vocab_size
+    if rows == V:
+        return state
+    return {k: t[:V] if k.endswith(_VOCAB_ROWS) and t.shape[0] == rows else t for k, t in state.items()}
 
 
 def _task_config(model: nn.Module, labels: Optional[list[str]]) -> dict:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from .activations import ACTIVATIONS
 from .constants import ATTENTION_KERNEL_NAMES
@@ -55,6 +55,13 @@ class BertConfig:
     # Which attention kernel runs (same weights either way): "reference" is the
     # formula written out, "sdpa" is torch.nn.functional.scaled_dot_product_attention.
     attn_implementation: str = "sdpa"
+    # None: the word-embedding table (and the tied MLM decoder) has vocab_size rows. N: rows
+    # rounded up to a multiple of N (`padded_vocab_size`; 30,522 -> 30,528 at 64), because GPU
+    # matrix products run faster on multiples of 64 (NVIDIA's Linear/Fully-Connected Layers
+    # User's Guide; Megatron-LM pads its vocabulary likewise).
+    # vocab_size stays the tokenizer's: no token id reaches the extra rows, and the MLM head
+    # cuts their logits off, so the model computes what an unpadded one computes.
+    pad_vocab_to_multiple_of: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads != 0:
@@ -74,12 +81,23 @@ class BertConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.type_vocab_size < 0:  # 0: no segment embeddings at all (DistilBERT)
             raise ValueError(f"type_vocab_size must be at least 0, got {self.type_vocab_size}")
+        multiple = self.pad_vocab_to_multiple_of
+        if multiple is not None and (isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1):
+            raise ValueError(f"pad_vocab_to_multiple_of must be a whole number of at least 1 (64 on a GPU), or None "
+                             f"for no padding; got {multiple!r}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
 
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def padded_vocab_size(self) -> int:
+        """Rows of the word-embedding table and the MLM decoder: vocab_size rounded up to a
+        multiple of pad_vocab_to_multiple_of (vocab_size itself when that is None)."""
+        multiple = self.pad_vocab_to_multiple_of or 1
+        return -(-self.vocab_size // multiple) * multiple
 
     # ---- presets ---------------------------------------------------------------------
     @classmethod
@@ -143,5 +161,6 @@ class BertConfig:
         """The fields a `transformers.BertConfig` takes."""
         d = dataclasses.asdict(self)
         d.pop("attn_implementation")
+        d.pop("pad_vocab_to_multiple_of")  # transformers gets the real vocabulary: interop drops the extra rows
         d["hidden_act"] = {"gelu_tanh": "gelu_new"}[self.hidden_act] if self.hidden_act == "gelu_tanh" else self.hidden_act
         return d

@@ -29,6 +29,23 @@ def sinusoidal_positions(T: int, D: int) -> torch.Tensor:
     return table
 
 
+def word_embedding_table(config: BertConfig, dim: int) -> nn.Embedding:
+    """The (V, dim) word-embedding table, or with `config.pad_vocab_to_multiple_of` set a
+    (padded_vocab_size, dim) one whose extra rows are zero (a GPU multiplies faster by it).
+
+    num_embeddings stays V: the rows a token id may index and BERT's initialisation draws
+    (`init_bert_weights`), so a padded model draws the same random numbers as an unpadded
+    one and starts, seed for seed, with the same weights. No notebook builds a padded table:
+    it is an option for GPU runs (docs/gpu_route.md).
+    """
+    table = nn.Embedding(config.vocab_size, dim, padding_idx=config.pad_token_id)
+    extra = config.padded_vocab_size - config.vocab_size
+    if extra:
+        weight = table.weight.detach()
+        table.weight = nn.Parameter(torch.cat([weight, weight.new_zeros(extra, dim)]))  # (V + extra, dim)
+    return table
+
+
 class BertEmbeddings(nn.Module):
     """input_ids (B, T), token_type_ids (B, T) -> (B, T, D).
 
@@ -40,7 +57,7 @@ class BertEmbeddings(nn.Module):
         super().__init__()
         D = config.hidden_size if dim is None else dim
         self.config = config
-        self.word_embeddings = nn.Embedding(config.vocab_size, D, padding_idx=config.pad_token_id)
+        self.word_embeddings = word_embedding_table(config, D)
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, D)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, D) if config.type_vocab_size else None
         self.layer_norm = nn.LayerNorm(D, eps=config.layer_norm_eps)

@@ -86,7 +86,9 @@ def init_bert_weights(module: nn.Module, initializer_range: float) -> None:
         if module.bias is not None:
             nn.init.zeros_(module.bias)
     elif isinstance(module, nn.Embedding):
-        nn.init.normal_(module.weight, mean=0.0, std=initializer_range)
+        # weight[:num_embeddings]: all of it, except a padded vocabulary's extra rows, which stay
+        # zero (bertedu.model.embeddings.word_embedding_table)
+        nn.init.normal_(module.weight[: module.num_embeddings], mean=0.0, std=initializer_range)
         if module.padding_idx is not None:
             with torch.no_grad():
                 module.weight[module.padding_idx].zero_()

@@ -32,6 +32,9 @@ class BertMLMHead(nn.Module):
     dense + GELU + LayerNorm, then a decoder whose weight *is* the word-embedding matrix
     (tied: the same (V, D) tensor reads tokens in and writes them out), plus a bias.
     The head ends in the embeddings' width E: D for BERT, E < D for ALBERT.
+    A padded vocabulary (`BertConfig.pad_vocab_to_multiple_of`): the decoder multiplies by
+    all padded_vocab_size rows (the fast shape on a GPU), then the logits of the extra rows
+    are cut off, so they are never predicted, take no probability and get no gradient.
     """
 
     def __init__(self, config: BertConfig, word_embeddings: nn.Embedding):
@@ -40,12 +43,19 @@ class BertMLMHead(nn.Module):
         self.dense = nn.Linear(D, E)
         self.act = activation(config.hidden_act)
         self.layer_norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(E, config.vocab_size)
+        self.decoder = nn.Linear(E, config.vocab_size)  # built at V: the random numbers an unpadded head draws
         self.decoder.weight = word_embeddings.weight  # tied, not copied
+        self.vocab_size = config.vocab_size
+        if config.padded_vocab_size > config.vocab_size:  # init_head_layers zeroes the bias
+            self.decoder.bias = nn.Parameter(torch.zeros(config.padded_vocab_size))
+            self.decoder.out_features = config.padded_vocab_size
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         h = self.layer_norm(self.act(self.dense(hidden)))  # (..., D)
-        return self.decoder(h)  # (..., V)
+        logits = self.decoder(h)  # (..., V), or (..., padded_vocab_size)
+        if logits.size(-1) > self.vocab_size:
+            logits = logits[..., : self.vocab_size]  # (..., V): the padded rows are no tokens
+        return logits
 
 
 class BertNSPHead(nn.Module):

@@ -118,10 +118,20 @@ def latest_checkpoint(out_dir: str | os.PathLike) -> Optional[Path]:
     return found[-1] if found else None
 
 
+# Config fields a config.json holds only when set, so that the files of models without them
+# stay byte for byte what they were before the field existed (the shipped weights' manifests).
+_SAVED_ONLY_WHEN_SET = ("pad_vocab_to_multiple_of",)
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """A dataclass config as its config.json holds it (`_SAVED_ONLY_WHEN_SET` left out when None)."""
+    return {k: v for k, v in dataclasses.asdict(config).items() if not (k in _SAVED_ONLY_WHEN_SET and v is None)}
+
+
 def model_config_dict(model: nn.Module) -> dict[str, Any]:
     """The model's config as a dict (empty when the model has no dataclass `.config`)."""
     config = getattr(model, "config", None)
-    return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else {}
+    return config_dict(config) if dataclasses.is_dataclass(config) else {}
 
 
 # ---- saving -------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ time (`manifest.json`'s `frozen_from`).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from ..errors import MissingFileError, SettingError
 from ..model.config import BertConfig
 from ..model.constants import FOLDER_MARK, MERGES_NAME, VOCAB_NAME
 from ..pretrained import run_trained_length
-from .checkpoint import latest_checkpoint, read_config
+from .checkpoint import config_dict, latest_checkpoint, read_config
 
 # One tied tensor under two names: MiniLM's word embeddings, which the MLM decoder shares.
 FROZEN = ("bert.embeddings.word_embeddings.weight", "mlm.decoder.weight")
@@ -110,7 +109,7 @@ def export_minilm_run(run: str | Path, to: str | Path, command: str, *, name: st
     save_file({k: v.half().contiguous() for k, v in trainable_state(state).items()}, str(to / "model.safetensors"),
               metadata={"format": "pt"})
     (to / "model.safetensors").chmod(0o644)  # readable by whoever installs the package
-    config = {**dataclasses.asdict(BertConfig(**read_config(checkpoint))), **FOLDER_MARK}  # BertConfig's field order
+    config = {**config_dict(BertConfig(**read_config(checkpoint))), **FOLDER_MARK}  # BertConfig's field order
     (to / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     manifest = {
         "kind": "BertForPreTraining",

@@ -172,6 +172,10 @@ class PretrainConfig(TrainConfig):
                                         "(needs --packing documents, and a fresh head: from random weights or "
                                         "--init-from minilm)")
     attn_implementation: str = setting("sdpa", "attention kernel: sdpa (fused) or reference (written out)")
+    pad_vocab_to_multiple_of: Optional[int] = setting(None, "give the word-embedding table and MLM decoder a row "
+                                                            "count that is a multiple of N (64 on a CUDA GPU: "
+                                                            "faster matrix products); the extra rows are never "
+                                                            "input or predicted")
     # the fast path (bertedu.model.fast): same loss and gradients, less work
     unpad: bool = setting(True, "fast path: only real tokens go through the dense layers, attention stays "
                                 "within each sequence (same loss and gradients; --no-unpad for the readable path)")
@@ -216,6 +220,7 @@ class PretrainConfig(TrainConfig):
         if self.packing != "pairs" and self.stream:
             raise ValueError(f"packing {self.packing} is built in memory: it does not combine with stream")
         self._check_documents_recipe()
+        self._check_vocab_padding()
         if self.extra_corpus is not None and self.stream:
             raise ValueError("extra_corpus reads its documents into memory: it does not combine with stream")
         model = MINILM if self.init_from == MINILM else self.preset  # MiniLM's own architecture, not --preset's
@@ -249,6 +254,18 @@ class PretrainConfig(TrainConfig):
         if self.unigram_bias and self.init_from not in (None, MINILM):
             raise ValueError(f"--unigram-bias starts a fresh decoder bias, but --init-from {self.init_from} brings "
                              "a trained one: drop --unigram-bias (or start from --init-from minilm)")
+
+    def _check_vocab_padding(self) -> None:
+        """--pad-vocab-to-multiple-of: a whole number, for a model built here (not a shipped one)."""
+        multiple = self.pad_vocab_to_multiple_of
+        if multiple is None:
+            return
+        if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
+            raise ValueError(f"--pad-vocab-to-multiple-of {multiple}: give a whole number of at least 1 (64 on a "
+                             "GPU), or leave the flag out for no padding")
+        if self.init_from in (MINILM, *MASKED_LMS):
+            raise ValueError(f"--pad-vocab-to-multiple-of pads a model built from --preset (or a run made with it); "
+                             f"--init-from {self.init_from} brings its own unpadded table: drop the flag")
 
 
 def prepare_vocab(cfg: PretrainConfig, corpus, out: Path) -> Path:
@@ -557,7 +574,8 @@ def initial_model(cfg: PretrainConfig, tokenizer, sequences=None, resume: bool =
             _load_weights(model, Path(cfg.init_from))
     if cfg.unigram_bias:
         with torch.no_grad():
-            model.mlm.decoder.bias.copy_(unigram_log_probs(sequences, len(tokenizer), tokenizer.special_ids))
+            model.mlm.decoder.bias[: len(tokenizer)].copy_(unigram_log_probs(sequences, len(tokenizer),
+                                                                             tokenizer.special_ids))
     if cfg.freeze_word_embeddings:
         model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
     if not cfg.nsp and int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -653,7 +671,8 @@ def _model_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
             raise SettingError(f"--init-from {cfg.init_from} has {config.max_position_embeddings} positions, "
                                f"fewer than --max-seq-length {cfg.max_seq_length}")
         return config
-    return BertConfig.preset(cfg.preset, vocab_size=vocab_size, attn_implementation=cfg.attn_implementation)
+    return BertConfig.preset(cfg.preset, vocab_size=vocab_size, attn_implementation=cfg.attn_implementation,
+                             pad_vocab_to_multiple_of=cfg.pad_vocab_to_multiple_of)
 
 
 def _load_weights(model: torch.nn.Module, run_dir: Path) -> None:
