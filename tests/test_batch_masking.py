@@ -63,3 +63,62 @@ def test_static_masking_stays_per_example(tokenizer, documents):
     static = build_pretraining_dataset(documents, tokenizer, max_seq_length=64, seed=0, masking="static", dupe_factor=2)
     with pytest.raises(ValueError, match="static masking is per example"):
         UnmaskedPairs(static)
+
+
+# ---- bertedu pretrain --batch-masking ------------------------------------------------------------
+def run(folder, steps: int = 4, stop_at_step=None, resume: bool = False, **settings):
+    from bertedu.training.pretrain import PretrainConfig, pretrain
+
+    cfg = PretrainConfig(preset="tiny", corpus="wiki-en", max_documents=12, vocab_size=1000, max_seq_length=64,
+                         batch_size=4, steps=steps, max_eval_examples=8, log_every=1, out=str(folder), progress=False,
+                         **settings)
+    result = pretrain(cfg, resume=resume, stop_at_step=stop_at_step)
+    return result, final_weights(folder, result.step)
+
+
+def final_weights(folder, step: int) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / f"checkpoint-{step}" / "model.safetensors"))
+
+
+def same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_batch_masked_runs_repeat_bit_for_bit_and_resume_exactly(tmp_path):
+    first, weights = run(tmp_path / "first", batch_masking=True)
+    _, again = run(tmp_path / "again", batch_masking=True)
+    assert same(weights, again)
+    run(tmp_path / "parts", batch_masking=True, stop_at_step=2)
+    resumed, parts = run(tmp_path / "parts", batch_masking=True, resume=True)
+    assert resumed.step == 4 and same(weights, parts)
+    assert [r["loss"] for r in resumed.records if "loss" in r] == [r["loss"] for r in first.records if "loss" in r]
+
+
+def test_the_cpu_default_keeps_its_per_example_masks(tmp_path):
+    default, weights = run(tmp_path / "default")
+    _, per_example = run(tmp_path / "per-example", batch_masking=False)
+    by_batch, batch_weights = run(tmp_path / "by-batch", batch_masking=True)
+    assert same(weights, per_example)  # the default on the CPU: every earlier run and record unchanged
+    assert not same(weights, batch_weights)  # other masks, so other updates
+    first_loss = lambda result: next(r["loss"] for r in result.records if "loss" in r)  # noqa: E731
+    assert first_loss(default) != first_loss(by_batch)  # the first step already sees other masks
+
+
+def test_cuda_runs_mask_by_batch_unless_told_otherwise(monkeypatch):
+    import bertedu.training.pretrain as pretrain_module
+
+    monkeypatch.setattr(pretrain_module, "resolve_device", lambda *args, **kwargs: torch.device("cuda"))
+    cfg = lambda **kw: pretrain_module.PretrainConfig(steps=1, out="unused", **kw)  # noqa: E731
+    assert pretrain_module.uses_batch_masking(cfg())
+    assert not pretrain_module.uses_batch_masking(cfg(batch_masking=False))
+    assert not pretrain_module.uses_batch_masking(cfg(masking="static"))  # masks fixed per example ahead
+    assert not pretrain_module.uses_batch_masking(cfg(packing="documents", nsp=False))  # its own batch masking
+
+
+def test_batch_masking_refuses_static_masks():
+    from bertedu.training.pretrain import PretrainConfig
+
+    with pytest.raises(ValueError, match="--masking static"):
+        PretrainConfig(steps=1, out="unused", masking="static", batch_masking=True)

@@ -62,6 +62,7 @@ import torch
 from .checkpoint import latest_checkpoint, load_weights, load_weights_into_new, read_config
 from .progress import stage
 from ..data.documents import split_documents
+from ..data.pretraining import UnmaskedPairs
 from ..model.config import PRESETS, BertConfig
 from ..model.constants import VOCAB_NAME
 from ..errors import MissingFileError, OutputFolderError, SettingError, as_user_error
@@ -74,7 +75,7 @@ from ..pretrained import (MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_o
                           minilm_vocab_path)
 from ..data.tokenizer import SPECIAL_TOKENS, ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
 from .loop import TrainConfig, TrainResult, train
-from ..utils import eval_mode, resolve_precision, seed_everything, setting
+from ..utils import eval_mode, resolve_device, resolve_precision, seed_everything, setting
 from .curves import plot_metrics
 
 RUN_NAME = "run.json"
@@ -142,6 +143,11 @@ class PretrainConfig(TrainConfig):
                                            "0.15); the held-out masks always select 0.15")
     whole_word: bool = setting(False, "mask whole words (all their WordPiece pieces; for Chinese, all "
                                       "characters of a word of the corpus's own segmentation)")
+    batch_masking: Optional[bool] = setting(None, "mask each micro-batch in one call in the collate instead of pair "
+                                                  "by pair (about 4 times the real tokens per CPU-second at 128: "
+                                                  "benchmarks/data_path.py; other masks, as reproducible), with "
+                                                  "--masking dynamic (--packing documents always masks by batch); "
+                                                  "None: on CUDA only, so CPU runs keep their per-example masks")
     short_seq_prob: float = setting(0.1, "probability of a shorter target length, so the model also sees "
                                          "short inputs")
     max_documents: Optional[int] = setting(None, "read only the first N documents of the corpus")
@@ -211,6 +217,9 @@ class PretrainConfig(TrainConfig):
         if self.vocab_kind == "bpe" and self.whole_word:
             raise ValueError("whole_word finds words by WordPiece's ## marks; a byte-level BPE vocabulary has none. "
                              "Drop one of them (RoBERTa masks pieces, not whole words)")
+        if self.batch_masking and self.masking == "static":
+            raise ValueError("batch masking draws a fresh mask every batch; --masking static fixes them per example "
+                             "ahead: drop --batch-masking or use --masking dynamic")
         if self.packing not in PACKINGS:
             raise ValueError(f"packing must be one of {', '.join(PACKINGS)}, got {self.packing!r}")
         if self.packing != "pairs" and self.nsp:
@@ -475,7 +484,9 @@ def _pretrain(cfg: PretrainConfig, resume: bool, stop_at_step: Optional[int] = N
             evaluator = held_out_measure(cfg, tokenizer, held_out)
         else:  # examples built (and with static masking masked) ahead
             dataset, eval_dataset = build_datasets(cfg, corpus, tokenizer, out)
-            collate = examples_collate(cfg, tokenizer)
+            if uses_batch_masking(cfg):  # unmasked pairs; the collate masks each micro-batch at once
+                dataset = UnmaskedPairs(dataset)
+            collate = examples_collate(cfg, tokenizer, dataset.collate if uses_batch_masking(cfg) else None)
         made["training sequences"] = len(dataset) if hasattr(dataset, "__len__") else "?"
         made["held-out"] = len(held_out) if evaluator is not None else len(eval_dataset)
     model = initial_model(cfg, tokenizer, dataset if cfg.unigram_bias else None, resume)
@@ -492,15 +503,27 @@ def _pretrain(cfg: PretrainConfig, resume: bool, stop_at_step: Optional[int] = N
     return result
 
 
-def examples_collate(cfg: PretrainConfig, tokenizer):
+def uses_batch_masking(cfg: PretrainConfig) -> bool:
+    """Whether the training batches of pairs / full-sentences are masked a micro-batch at once
+    (`--batch-masking`; None: on CUDA, where the GPU needs the tokens) rather than pair by pair."""
+    if cfg.packing == "documents" or cfg.masking == "static":
+        return False  # documents: its own collate masks by batch; static: masks fixed per example
+    if cfg.batch_masking is not None:
+        return cfg.batch_masking
+    return resolve_device(cfg.device).type == "cuda"
+
+
+def examples_collate(cfg: PretrainConfig, tokenizer, batch_maker=None):
     """collate(examples, generator) for --packing pairs / full-sentences: the examples come
-    masked from the data set, fixed by (seed, epoch, index); without NSP its label goes."""
+    masked from the data set, fixed by (seed, epoch, index), or unmasked and masked here by
+    batch_maker(examples, generator) (`UnmaskedPairs.collate`, --batch-masking) with the
+    generator the loop seeds per micro-batch; without NSP the label goes."""
     from ..data import collate_pretraining
 
     pad = tokenizer.pad_token_id
 
     def collate(examples, generator):
-        batch = collate_pretraining(examples, pad_token_id=pad)
+        batch = batch_maker(examples, generator) if batch_maker else collate_pretraining(examples, pad_token_id=pad)
         if not cfg.nsp:
             del batch["next_sentence_label"]  # no label, no NSP loss: the MLM alone
         return batch
