@@ -140,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_dataclass_flags(p, PretrainConfig)
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    p.add_argument("--prepare-only", action="store_true",
+                   help="write the vocabulary and, with --stream, OUT/examples/ in this one process, then stop: the "
+                        "same command without it (under torchrun) trains from them, every process reading the store")
 
     from .data.task_data import TASKS
     from .training.finetune import FinetuneConfig
@@ -366,7 +369,8 @@ def _run(args: argparse.Namespace) -> int:
         cfg = _config_from_args(Config, args)
         if cfg is None:
             return 2
-        _print_summary(run(cfg, resume=args.resume))
+        more = {"prepare_only": True} if getattr(args, "prepare_only", False) else {}
+        _print_summary(run(cfg, resume=args.resume, **more))
         return 0
     if args.command == "finetune":
         from .training.finetune import FinetuneConfig, finetune, results_table

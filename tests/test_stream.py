@@ -140,6 +140,33 @@ def test_pretrain_stream_trains_from_the_store_and_resumes(tmp_path):
     assert (tmp_path / "examples" / "input_ids.bin").stat().st_mtime_ns == stamp  # reused, not rebuilt
 
 
+@pytest.mark.slow
+def test_prepare_only_writes_the_data_once_and_the_run_trains_from_it(tmp_path, monkeypatch, capsys):
+    from safetensors.torch import load_file
+
+    from bertedu.cli import main
+    from bertedu.errors import SettingError
+    from bertedu.training.checkpoint import latest_checkpoint
+
+    flags = ["pretrain", "--preset", "tiny", "--corpus", "wiki-en", "--max-documents", "40", "--vocab-size", "1500",
+             "--steps", "3", "--batch-size", "4", "--max-seq-length", "64", "--stream", "--shard-documents", "8",
+             "--eval-documents", "0.2", "--max-eval-examples", "16", "--no-progress"]
+    prepared, plain = tmp_path / "prepared", tmp_path / "plain"
+    assert main([*flags, "--out", str(prepared), "--prepare-only"]) == 0
+    assert json.loads(capsys.readouterr().out)["stopped_by"] == "prepare_only"
+    assert latest_checkpoint(prepared) is None and (prepared / "vocab.txt").is_file()
+    stamp = (prepared / "examples" / "input_ids.bin").stat().st_mtime_ns
+    assert main([*flags, "--out", str(prepared)]) == 0  # what torchrun's processes run next
+    assert (prepared / "examples" / "input_ids.bin").stat().st_mtime_ns == stamp  # read, not rebuilt
+    assert main([*flags, "--out", str(plain)]) == 0  # the same run without the separate step
+    weights = [load_file(str(folder / "checkpoint-3" / "model.safetensors")) for folder in (prepared, plain)]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[1])
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    cfg = PretrainConfig(preset="tiny", steps=1, out=str(tmp_path / "other"))
+    with pytest.raises(SettingError, match="without torchrun"):
+        pretrain(cfg, prepare_only=True)
+
+
 def test_under_torchrun_other_processes_wait_for_process_zeros_store(tokenizer, documents, tmp_path, monkeypatch):
     import os
     import threading

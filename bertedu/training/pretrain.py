@@ -401,21 +401,29 @@ def streamed_dataset(cfg: PretrainConfig, corpus, tokenizer, out: Path):
     return dataset, held_out
 
 
-def pretrain(cfg: PretrainConfig, resume: bool = False, stop_at_step: Optional[int] = None) -> TrainResult:
+def pretrain(cfg: PretrainConfig, resume: bool = False, stop_at_step: Optional[int] = None,
+             prepare_only: bool = False) -> TrainResult:
     """Run one pretraining job as `cfg` says (see the module docstring for the folder).
 
     `stop_at_step` stops (with a checkpoint) after that step while the schedule stays the whole
     run's (`bertedu.training.loop.train`'s; benchmarks/plateau_climb.py uses it).
+    `prepare_only` (`--prepare-only`, one process): write the vocabulary and, with --stream, the
+    examples (out/examples/), then stop before training (stopped_by "prepare_only"). The same
+    settings without it, under torchrun, then train from them: every process reads the store
+    instead of waiting while process 0 alone tokenises the corpus.
 
     The run holds out/.lock throughout (one run per folder, bertedu.training.jobs.run_lock). A
     user's mistake (an --out holding a run, a missing --vocab or --init-from, a --resume with
     other settings or of a folder with nothing to resume, ...) raises a
     bertedu.errors.UserError before anything is written (`bertedu.training.runfolder`).
     """
+    if prepare_only and (resume or int(os.environ.get("WORLD_SIZE", "1")) > 1):
+        raise SettingError("--prepare-only prepares a new run's data in one process: run it without --resume and "
+                           "without torchrun, then the training command without --prepare-only")
     if resume and is_main_process():
         check_resumable(cfg.out, "pretrain")  # a missing folder: said before the lock creates it
     with run_lock(cfg.out), undone_if_refused(cfg.out, RUN_LEFTOVERS) if is_main_process() else nullcontext():
-        return _pretrain(cfg, resume, stop_at_step)
+        return _pretrain(cfg, resume, stop_at_step, prepare_only)
 
 
 # What a start of a run writes before its first checkpoint: removed when a fresh run with other settings finds it.
@@ -454,7 +462,8 @@ def _check_inputs(cfg: PretrainConfig, out: Path, resume: bool) -> None:
             raise MissingFileError(f"--init-from {cfg.init_from}: no {VOCAB_NAME} in it")
 
 
-def _pretrain(cfg: PretrainConfig, resume: bool, stop_at_step: Optional[int] = None) -> TrainResult:
+def _pretrain(cfg: PretrainConfig, resume: bool, stop_at_step: Optional[int] = None,
+              prepare_only: bool = False) -> TrainResult:
     from ..data.corpora import load_corpus
     from .runfolder import record_vocab
 
@@ -489,6 +498,8 @@ def _pretrain(cfg: PretrainConfig, resume: bool, stop_at_step: Optional[int] = N
             collate = examples_collate(cfg, tokenizer, dataset.collate if uses_batch_masking(cfg) else None)
         made["training sequences"] = len(dataset) if hasattr(dataset, "__len__") else "?"
         made["held-out"] = len(held_out) if evaluator is not None else len(eval_dataset)
+    if prepare_only:  # the vocabulary and the examples are written; a run with these settings trains from them
+        return TrainResult(step=0, loss=None, tokens_seen=0, elapsed_s=0.0, checkpoint=None, stopped_by="prepare_only")
     model = initial_model(cfg, tokenizer, dataset if cfg.unigram_bias else None, resume)
 
     train_cfg = cfg.train_config(precision=resolve_precision(cfg.precision, cfg.device), out=str(out),
