@@ -64,8 +64,10 @@ def bertedu(args: list[str]) -> str:
 
 
 def pretrain_commands(scale: dict, out: Path) -> list[list[str]]:
-    """The two phases as `bertedu pretrain` arguments: the budget recipe, minilm's 30,522-piece vocabulary."""
-    recipe = [*scale["preset"], *scale["corpus"], *BUDGET_RECIPE["flags"], "--warmup-ratio", "0.06", "--no-progress", *scale["device"]]
+    """The two phases as `bertedu pretrain` arguments: the budget recipe, minilm's 30,522-piece vocabulary
+    padded to 30,528 rows (a multiple of 64, the GPU's fast shape; both phases, as docs/gpu_route.md's RECIPE)."""
+    recipe = [*scale["preset"], *scale["corpus"], *BUDGET_RECIPE["flags"], "--warmup-ratio", "0.06", "--no-progress",
+              "--pad-vocab-to-multiple-of", "64", *scale["device"]]
     phase1 = ["pretrain", *recipe, "--vocab", "minilm", "--max-seq-length", "128", *scale["phase1"],
               "--out", str(out / "phase1")]
     carried = [f for f in recipe if f != "--unigram-bias"]  # phase 2 keeps phase 1's trained decoder bias
