@@ -289,7 +289,13 @@ def test_elmo_weights_script_writes_a_folder_load_elmo_reads(tmp_path):
     shipped = json.loads((out / "run.json").read_text())
     assert shipped["command"] == f"python benchmarks/elmo_weights.py --out {out} --steps 2"
     assert "torch" in shipped["machine"] and shipped["machine"].endswith("2 threads")
-    assert f"{out}: ELMo-style model, 2 steps" in proc.stdout
+    assert f"{out}: elmo model, 2 steps" in proc.stdout
+    bert_out = tmp_path / "lm-study-bert"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "elmo_weights.py"), "--kind", "bert", "--out",
+                           str(bert_out), "--steps", "2"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    model, run = lm_study.load_lm("bert", study, lm_study.study_recipe(steps=2, seed=0, kind="bert"), bert_out)
+    assert run.step == 2 and json.loads((bert_out / "manifest.json").read_text())["kind"] == "BertForMaskedLM"
 
 
 @pytest.mark.slow

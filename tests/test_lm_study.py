@@ -164,7 +164,7 @@ def test_a_saved_elmo_loads_as_it_was_trained_and_refuses_another_recipe_or_voca
     ids = lm_study.windows(tokenizer, DOCS * 3, length=8)
     recipe = lm_study.study_recipe(steps=2, seed=0, batch_size=4)
     model, run = lm_study.train_lm("elmo", tokenizer, ids, recipe)
-    folder = lm_study.save_elmo(model, run, recipe, tokenizer, tmp_path / "elmo", "a test", "this machine")
+    folder = lm_study.save_lm(model, run, recipe, tokenizer, tmp_path / "elmo", "a test", "this machine")
     loaded, loaded_run = lm_study.load_elmo(tokenizer, recipe, folder)
     assert not loaded.training
     for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
@@ -190,14 +190,26 @@ def test_a_changed_shipped_file_is_refused(tokenizer, tmp_path):
         lm_study.load_elmo(tokenizer, lm_study.study_recipe(), folder)
 
 
-def test_the_shipped_elmo_is_notebook_17s_recipe_on_its_vocabulary(tmp_path):
+@pytest.mark.parametrize("kind", lm_study.KINDS)
+def test_each_shipped_model_is_notebook_17s_recipe_on_its_vocabulary(kind, tmp_path):
     train_docs, _ = lm_study.study_text()
     study = lm_study.study_tokenizer(train_docs, tmp_path / "vocab.txt")
     bert = lm_study.new_model("bert", len(study))
-    elmo, run = lm_study.load_elmo(study, lm_study.study_recipe(steps=400, seed=0, kind="elmo"))  # checks recipe and vocabulary
-    assert elmo.num_parameters() - bert.num_parameters() == len(study)  # the same size as BERT tiny, plus V
+    model, run = lm_study.load_lm(kind, study, lm_study.study_recipe(steps=400, seed=0, kind=kind))  # recipe, vocabulary
+    assert type(model) is type(lm_study.new_model(kind, len(study))) and not model.training
+    extra = {"bert": 0, "gpt": None, "elmo": len(study)}[kind]  # ELMo: BERT tiny's size plus V
+    if extra is not None:
+        assert model.num_parameters() - bert.num_parameters() == extra
     assert run.step == len(run.records) == 400 and run.tokens_seen == 400 * 32 * lm_study.T
     assert run.records[-1]["loss"] < run.records[0]["loss"] - 1  # it trained
+    with pytest.raises(ValueError, match="another recipe"):
+        lm_study.load_lm(kind, study, lm_study.study_recipe(steps=400, seed=1, kind=kind))
+
+
+def test_a_shipped_model_of_another_kind_is_refused(tmp_path):
+    study = lm_study.study_tokenizer(lm_study.study_text()[0], tmp_path / "vocab.txt")
+    with pytest.raises(ValueError, match="another recipe|another shape"):
+        lm_study.load_lm("gpt", study, lm_study.study_recipe(steps=400, seed=0, kind="gpt"), lm_study.WEIGHTS["bert"])
 
 
 def test_each_kind_gets_its_own_learning_rate_and_the_sweep_chose_it():

@@ -12,8 +12,9 @@ Notebook 17 and `benchmarks/elmo_study.py` (the same recipe over several seeds) 
     next_token_losses / previous_token_losses / masked_lm_losses / held_out_measures
                           held-out losses: GPT's or a forward LM's, the backward LM's, BERT's per selected piece
                           (split by what the input shows there: [MASK], a random piece, the piece itself)
-    save_elmo / load_elmo the ELMo-style model notebook 17's appendix reads, trained by this recipe and shipped
-                          (`benchmarks/elmo_weights.py`): the notebook trains BERT and GPT itself
+    save_lm / load_lm     each kind's model trained by this recipe for 400 steps and shipped (WEIGHTS, made by
+                          `benchmarks/elmo_weights.py --kind`): notebook 17 reads its BERT and GPT, its appendix
+                          the ELMo-style model (`load_elmo`)
     cloze_sentences()     held-out sentences of 8-24 words whose middle word is one piece
     fill_masked / fill_left_only / fill_two_sided
                           the top piece for the hidden word: BERT reads both sides jointly at a [MASK], GPT the
@@ -53,7 +54,9 @@ from ..training.loop import train
 from .ngram import BigramLM
 
 KINDS = ("bert", "gpt", "elmo")
-ELMO_WEIGHTS = WEIGHTS_DIR / "elmo-study"  # the ELMo-style model of notebook 17's appendix, made by benchmarks/elmo_weights.py
+# each kind's model, trained by study_recipe(steps=400, seed=0, kind=...) and shipped (benchmarks/elmo_weights.py --kind)
+WEIGHTS = {"bert": WEIGHTS_DIR / "lm-study-bert", "gpt": WEIGHTS_DIR / "lm-study-gpt", "elmo": WEIGHTS_DIR / "elmo-study"}
+ELMO_WEIGHTS = WEIGHTS["elmo"]  # the ELMo-style model of notebook 17's appendix
 T = 32  # window length: [CLS] + 30 pieces + [SEP]
 # Each kind's peak learning rate for the study's 400 steps: the lowest held-out loss on validation_text() of
 # the sweep recorded in weights/elmo_study.json["lr_sweep"] (benchmarks/elmo_study.py --sweep; the record
@@ -148,10 +151,12 @@ def collate_for(kind: str, tokenizer) -> Callable:
     return collate_mlm if kind == "bert" else collate_lm
 
 
-def train_lm(kind: str, tokenizer, train_ids: torch.Tensor, recipe: TrainConfig) -> tuple[torch.nn.Module, TrainResult]:
-    """A fresh tiny `kind` (seeded by recipe.seed) trained on the windows train_ids (n, T); returned in eval mode."""
+def train_lm(kind: str, tokenizer, train_ids: torch.Tensor, recipe: TrainConfig,
+             stop_at_step: int | None = None) -> tuple[torch.nn.Module, TrainResult]:
+    """A fresh tiny `kind` (seeded by recipe.seed) trained on the windows train_ids (n, T); returned in eval mode.
+    stop_at_step: stop there, on the whole recipe's schedule (the first steps of the shipped run)."""
     model = new_model(kind, len(tokenizer), recipe.seed)
-    run = train(model, list(train_ids), collate_for(kind, tokenizer), recipe)
+    run = train(model, list(train_ids), collate_for(kind, tokenizer), recipe, stop_at_step=stop_at_step)
     return model.eval(), run
 
 
@@ -162,15 +167,15 @@ def _recipe_of(recipe: TrainConfig) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in ((k, getattr(recipe, k)) for k in RECIPE_KEYS)}
 
 
-def save_elmo(model: ELMoStyleLM, run: TrainResult, recipe: TrainConfig, tokenizer, folder: str | Path, command: str,
-              machine: str) -> Path:
-    """Ship a trained ELMo-style model: model.safetensors, config.json, vocab.txt, run.json (the command, the
+def save_lm(model: torch.nn.Module, run: TrainResult, recipe: TrainConfig, tokenizer, folder: str | Path, command: str,
+            machine: str) -> Path:
+    """Ship a trained study model: model.safetensors, config.json, vocab.txt, run.json (the command, the
     machine, the recipe, the run's step, tokens and metrics records) and manifest.json (each file's sha256)."""
     from safetensors.torch import save_model
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    save_model(model, str(folder / "model.safetensors"))  # the tied embedding / output matrix stored once
+    save_model(model, str(folder / "model.safetensors"))  # a tied embedding / output matrix stored once
     (folder / "config.json").write_text(json.dumps(dataclasses.asdict(model.config), indent=1) + "\n", encoding="utf-8")
     write_vocab(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))), folder / "vocab.txt")
     (folder / "run.json").write_text(json.dumps({
@@ -179,18 +184,18 @@ def save_elmo(model: ELMoStyleLM, run: TrainResult, recipe: TrainConfig, tokeniz
         "records": [{k: r[k] for k in ("step", "loss", "lr", "grad_norm", "tokens") if k in r} for r in run.records],
     }, indent=1) + "\n", encoding="utf-8")
     files = {name: file_sha256(folder / name) for name in ("model.safetensors", "config.json", "vocab.txt", "run.json")}
-    (folder / "manifest.json").write_text(json.dumps({"kind": "ELMoStyleLM", "files": files}, indent=1) + "\n",
+    (folder / "manifest.json").write_text(json.dumps({"kind": type(model).__name__, "files": files}, indent=1) + "\n",
                                           encoding="utf-8")
     return folder
 
 
-def load_elmo(tokenizer, recipe: TrainConfig, folder: str | Path = ELMO_WEIGHTS) -> tuple[ELMoStyleLM, TrainResult]:
-    """The shipped ELMo-style model of notebook 17's appendix (`save_elmo`'s folder), sha256-checked, in eval mode,
-    and its run (steps, tokens read, the metrics records). It must have been trained on `tokenizer`'s
-    vocabulary (`study_tokenizer`) with `recipe` (`study_recipe`): a ValueError says which differs."""
+def load_lm(kind: str, tokenizer, recipe: TrainConfig, folder: str | Path | None = None) -> tuple[torch.nn.Module, TrainResult]:
+    """The shipped `kind` model (`save_lm`'s folder; WEIGHTS[kind] by default), sha256-checked, in eval mode, and
+    its run (steps, tokens read, the metrics records). It must have been trained on `tokenizer`'s vocabulary
+    (`study_tokenizer`) with `recipe` (`study_recipe`), in `new_model(kind)`'s shape: a ValueError says which differs."""
     from safetensors.torch import load_model
 
-    folder = Path(folder)
+    folder = Path(WEIGHTS[kind] if folder is None else folder)
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     paths = {name: checked_file(folder / name, sha256) for name, sha256 in manifest["files"].items()}
     shipped_vocab = paths["vocab.txt"].read_text(encoding="utf-8").splitlines()
@@ -201,10 +206,17 @@ def load_elmo(tokenizer, recipe: TrainConfig, folder: str | Path = ELMO_WEIGHTS)
     if run["recipe"] != _recipe_of(recipe):
         differ = {k: (run["recipe"].get(k), v) for k, v in _recipe_of(recipe).items() if run["recipe"].get(k) != v}
         raise ValueError(f"{folder} was trained with another recipe: (shipped, asked) {differ}")
-    model = ELMoStyleLM(ELMoConfig(**json.loads(paths["config.json"].read_text(encoding="utf-8"))))
+    model = new_model(kind, len(tokenizer))
+    if json.loads(paths["config.json"].read_text(encoding="utf-8")) != json.loads(json.dumps(dataclasses.asdict(model.config))):
+        raise ValueError(f"{folder} holds another shape of {kind} model than new_model({kind!r}) makes")
     load_model(model, str(paths["model.safetensors"]))
     return model.eval(), TrainResult(step=run["steps"], loss=run["loss"], tokens_seen=run["tokens_seen"],
                                      elapsed_s=run["elapsed_s"], checkpoint=str(folder), records=run["records"])
+
+
+def load_elmo(tokenizer, recipe: TrainConfig, folder: str | Path = ELMO_WEIGHTS) -> tuple[ELMoStyleLM, TrainResult]:
+    """The shipped ELMo-style model of notebook 17's appendix: `load_lm("elmo", ...)`."""
+    return load_lm("elmo", tokenizer, recipe, folder)
 
 
 def words_of(tokenizer, sentence: str) -> list[str]:
