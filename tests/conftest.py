@@ -65,3 +65,17 @@ def ragged_batch(vocab_size: int, lengths=(9, 5, 7, 2), type_vocab_size: int = 2
         token_type_ids[i, n // 2 : n] = min(1, type_vocab_size - 1)
     input_ids[attention_mask == 0] = pad_id
     return input_ids, token_type_ids, attention_mask
+
+
+def tiny_sentence_task(folder) -> str:
+    """A user's sentence task as `bertedu finetune --task FOLDER` reads it: train.tsv and dev.tsv, a header
+    (sentence, label), 12 short sentences labelled 0 / 1 in turn. Returns the folder, as a str."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = "".join(f"{text}\t{i % 2}\n" for i, text in enumerate(["a fine film", "dull", "great fun", "bad"] * 3))
+    for split in ("train", "dev"):
+        (folder / f"{split}.tsv").write_text("sentence\tlabel\n" + rows, encoding="utf-8")
+    return str(folder)
+

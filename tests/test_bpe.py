@@ -18,6 +18,7 @@ from bertedu.data.tokenizer import (
     load_vocab_tokenizer,
     train_byte_level_bpe,
 )
+from conftest import tiny_sentence_task
 
 TEXTS = ["The capital of France is Paris.", "Hello  wörld, naïve café!", "中国的首都是北京。", "emoji 😀 and tabs\tand\nlines",
          "the [MASK] sat on the mat.", "[MASK] first, then words", "unaffable UNAFFABLE Unaffable"]
@@ -117,13 +118,9 @@ def test_pretrain_finetune_and_export_with_a_bpe_vocabulary(tmp_path, capsys):
         assert len(err) == 1 and says in err[0], err
 
     # fine-tuning from the run copies both files, so the task model reads text as pretraining did
-    sst = tmp_path / "sst"
-    sst.mkdir()
-    rows = "".join(f"{text}\t{i % 2}\n" for i, text in enumerate(["a fine film", "dull", "great fun", "bad"] * 3))
-    for split in ("train", "dev"):
-        (sst / f"{split}.tsv").write_text("sentence\tlabel\n" + rows, encoding="utf-8")
+    sst = tiny_sentence_task(tmp_path / "sst")
     ft = tmp_path / "ft"
-    assert main(["finetune", "--task", str(sst), "--init", str(run), "--out", str(ft), "--steps", "2",
+    assert main(["finetune", "--task", sst, "--init", str(run), "--out", str(ft), "--steps", "2",
                  "--batch-size", "4", "--no-progress"]) == 0
     assert (ft / "merges.txt").read_bytes() == (run / "merges.txt").read_bytes()
 

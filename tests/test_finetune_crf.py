@@ -15,6 +15,7 @@ from bertedu.cli import main
 from bertedu.data.task_data import load_task
 from bertedu.training.finetune import load_finetuned, predict, task_io, FinetuneConfig
 from bertedu.training.metrics import stray_inside_tags
+from conftest import tiny_sentence_task
 
 RUN = ["--task", "ner-en", "--init", "random", "--preset", "tiny", "--max-train", "32", "--max-eval", "16",
        "--steps", "4", "--eval-every", "2", "--batch-size", "8", "--max-seq-length", "32", "--lr", "1e-4",
@@ -70,12 +71,8 @@ def _one_line_error(capsys, args: list[str]) -> str:
 
 
 def test_a_crf_head_on_a_task_that_is_not_tagging_is_one_line(capsys, tmp_path):
-    sst = tmp_path / "sst"
-    sst.mkdir()
-    rows = "".join(f"{text}\t{i % 2}\n" for i, text in enumerate(["a fine film", "dull", "great fun", "bad"] * 3))
-    for split in ("train", "dev"):
-        (sst / f"{split}.tsv").write_text("sentence\tlabel\n" + rows, encoding="utf-8")
-    line = _one_line_error(capsys, ["finetune", "--task", str(sst), "--head", "crf", "--init", "random", "--preset",
+    sst = tiny_sentence_task(tmp_path / "sst")
+    line = _one_line_error(capsys, ["finetune", "--task", sst, "--head", "crf", "--init", "random", "--preset",
                                     "tiny", "--steps", "1", "--no-progress", "--out", str(tmp_path / "o")])
     assert "--head crf decodes tag sequences, for tagging tasks" in line and "classification task" in line
 

@@ -16,6 +16,7 @@ from bertedu.cli import main
 from bertedu.model.fast import set_fast_path
 from bertedu.training.checkpoint import CheckpointError, latest_checkpoint, load_weights
 from bertedu.training.pretrain import PretrainConfig, fill_mask, load_pretrained
+from conftest import tiny_sentence_task
 
 TOL = dict(rtol=1e-5, atol=1e-5)  # fp32: only the decoder's matrix is larger
 V = 97  # a prime: padded to 128 at 64, to 104 at 8
@@ -177,13 +178,9 @@ def test_a_padded_run_fills_masks_measures_finetunes_and_exports(tmp_path, capsy
     assert main(["masked-accuracy", str(run), "--max-sequences", "4", "--no-progress"]) == 0
     assert 0.0 <= json.loads(capsys.readouterr().out)["accuracy"] <= 1.0
 
-    sst = tmp_path / "sst"
-    sst.mkdir()
-    rows_tsv = "".join(f"{t}\t{i % 2}\n" for i, t in enumerate(["a fine film", "dull", "great fun", "bad"] * 3))
-    for split in ("train", "dev"):
-        (sst / f"{split}.tsv").write_text("sentence\tlabel\n" + rows_tsv, encoding="utf-8")
+    sst = tiny_sentence_task(tmp_path / "sst")
     ft = tmp_path / "ft"
-    assert main(["finetune", "--task", str(sst), "--init", str(run), "--out", str(ft), "--steps", "2",
+    assert main(["finetune", "--task", sst, "--init", str(run), "--out", str(ft), "--steps", "2",
                  "--batch-size", "4", "--max-seq-length", "48", "--no-progress"]) == 0
     capsys.readouterr()
 
