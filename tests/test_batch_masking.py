@@ -12,11 +12,8 @@ from bertedu.model.constants import IGNORE_INDEX
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from bertedu.data.tokenizer import load_vocab_tokenizer
-    from bertedu.pretrained import minilm_vocab_path
-
-    return load_vocab_tokenizer(minilm_vocab_path(), impl="fast")
+def tokenizer(fast_tok):
+    return fast_tok  # conftest's fast tokenizer over MiniLM's vocabulary
 
 
 @pytest.fixture(scope="module")

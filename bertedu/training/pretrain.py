@@ -493,9 +493,10 @@ def _pretrain(cfg: PretrainConfig, resume: bool, stop_at_step: Optional[int] = N
             evaluator = held_out_measure(cfg, tokenizer, held_out)
         else:  # examples built (and with static masking masked) ahead
             dataset, eval_dataset = build_datasets(cfg, corpus, tokenizer, out)
-            if uses_batch_masking(cfg):  # unmasked pairs; the collate masks each micro-batch at once
+            by_batch = uses_batch_masking(cfg)
+            if by_batch:  # unmasked pairs; the collate masks each micro-batch at once
                 dataset = UnmaskedPairs(dataset)
-            collate = examples_collate(cfg, tokenizer, dataset.collate if uses_batch_masking(cfg) else None)
+            collate = examples_collate(cfg, tokenizer, dataset.collate if by_batch else None)
         made["training sequences"] = len(dataset) if hasattr(dataset, "__len__") else "?"
         made["held-out"] = len(held_out) if evaluator is not None else len(eval_dataset)
     if prepare_only:  # the vocabulary and the examples are written; a run with these settings trains from them
