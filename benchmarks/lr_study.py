@@ -38,7 +38,7 @@ TASKS = {
                      recipe="--max-train 600 --max-eval 300 --batch-size 32 --max-seq-length 32"),
     "qa-cloze-en": dict(init="minilm", high="5e-4", epochs="1", long="3", notebook="11",
                         recipe="--max-train 448 --max-eval 64 --batch-size 16 --max-seq-length 128 --doc-stride 64 "
-                               "--max-query-length 64 --max-answer-length 30 --dropout 0"),
+                               "--max-query-length 64 --max-answer-length 30 --dropout 0 --freeze-layers 2"),
 }
 
 

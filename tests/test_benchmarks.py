@@ -324,22 +324,24 @@ def test_elmo_study_script_runs_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
-def test_qa_recipe_script_varies_dropout(tmp_path, monkeypatch, capsys):
+def test_qa_recipe_script_varies_dropout_and_frozen_layers(tmp_path, monkeypatch, capsys):
     """benchmarks/qa_recipe.py (notebook 11's recipe, RESULTS.md's commands) cut to one step and 4 questions
-    per split: a row per configuration, the dropout field read and recorded (none: the encoder's own)."""
+    per split: a row per configuration, the dropout and frozen-layer fields read and recorded (none: the
+    encoder's own dropout, nothing frozen)."""
     import runpy
 
     record = tmp_path / "rows.json"
-    monkeypatch.setattr(sys, "argv", ["qa_recipe.py", "--configs", "8:8:5e-4:0,8:8:5e-4", "--threads", "1",
+    monkeypatch.setattr(sys, "argv", ["qa_recipe.py", "--configs", "8:8:5e-4:0:2,8:8:5e-4", "--threads", "1",
                                       "--json", str(record)])
     recipe = runpy.run_path(str(REPO / "benchmarks" / "qa_recipe.py"))  # its functions, not yet run
     recipe["NOTEBOOK_11_CPU"]["max_eval"] = 4
     recipe["main"]()
     rows = json.loads(record.read_text())
     assert [row["dropout"] for row in rows] == [0.0, None]
+    assert [row["freeze_layers"] for row in rows] == [2, 0]
     assert all(row["steps"] == 1 and row["windows"] >= 8 for row in rows)
     table = capsys.readouterr().out.splitlines()
-    assert table[2].startswith("| 8 | 8 | 0.0005 | 0 |") and table[3].startswith("| 8 | 8 | 0.0005 | 0.1 (own) |")
+    assert table[2].startswith("| 8 | 8 | 0.0005 | 0 | 2 |") and table[3].startswith("| 8 | 8 | 0.0005 | 0.1 (own) | 0 |")
 
 
 @pytest.mark.slow
