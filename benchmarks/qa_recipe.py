@@ -35,7 +35,8 @@ def run(max_train: int, batch_size: int, lr: float, init: str, dropout: float | 
     with tempfile.TemporaryDirectory() as folder:  # checkpoints with optimiser state: hundreds of MB
         start = time.perf_counter()
         result = finetune(FinetuneConfig(**NOTEBOOK_11_CPU, max_train=max_train, batch_size=batch_size, lr=lr,
-                                         init=init, dropout=dropout, freeze_layers=freeze_layers, progress=False, out=f"{folder}/qa", **extra))
+                                         init=init, dropout=dropout, freeze_layers=freeze_layers, progress=False,
+                                         out=f"{folder}/qa", **extra))
         seconds = time.perf_counter() - start
     return {"max_train": max_train, "batch_size": batch_size, "lr": lr, "dropout": dropout,
             "freeze_layers": freeze_layers, "init": init,
@@ -56,7 +57,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     rows = []
-    print("| questions | batch | lr | dropout | frozen layers | windows | steps | dev EM / F1 | test EM / F1 | seconds |")
+    print("| questions | batch | lr | dropout | frozen layers | windows | steps | dev EM / F1 | test EM / F1 "
+          "| seconds |")
     print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for config in args.configs.split(","):
         max_train, batch_size, lr, *rest = config.split(":")
@@ -65,7 +67,8 @@ def main() -> None:
         rows.append(row)
         dev, test = row["dev"], row["test"]
         shown = "0.1 (own)" if row["dropout"] is None else f"{row['dropout']:g}"
-        print(f"| {row['max_train']} | {row['batch_size']} | {row['lr']:g} | {shown} | {row['freeze_layers']} | {row['windows']} | {row['steps']} | "
+        print(f"| {row['max_train']} | {row['batch_size']} | {row['lr']:g} | {shown} | {row['freeze_layers']} | "
+              f"{row['windows']} | {row['steps']} | "
               f"{dev['exact_match']:.1f} / {dev['f1']:.1f} | {test['exact_match']:.1f} / {test['f1']:.1f} | "
               f"{row['seconds']:.0f} |", flush=True)
     if args.json:

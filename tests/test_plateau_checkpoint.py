@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from bertedu import BertConfig, BertForPreTraining
-from bertedu.training.checkpoint import DamagedCheckpointError, load_checkpoint, load_weights, read_config, verify_folder
+from bertedu.training.checkpoint import (DamagedCheckpointError, load_checkpoint, load_weights, read_config,
+                                        verify_folder)
 
 SHIPPED = Path(str(files("bertedu").joinpath("weights/plateau-climb-5500")))
 RECORD = json.loads(files("bertedu").joinpath("weights/plateau_climb.json").read_text(encoding="utf-8"))
