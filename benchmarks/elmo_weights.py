@@ -33,6 +33,9 @@ def main(argv=None) -> Path:
     parser.add_argument("--steps", type=int, default=400, help="notebook 17's 400; fewer only for a smoke test")
     parser.add_argument("--seed", type=int, default=0, help="notebook 17's 0")
     parser.add_argument("--threads", type=int, default=2, help="notebook 17's 2")
+    parser.add_argument("--lr", type=float, default=None, help="the peak rate; default the kind's lm_study.STUDY_LR")
+    parser.add_argument("--log-dir", default=None, help="a folder for the loop's metrics.jsonl while it runs "
+                        "(and its last checkpoint); default none")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import torch
@@ -43,7 +46,9 @@ def main(argv=None) -> Path:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as workdir:
         tokenizer, train_ids, _ = lm_study.study_data(Path(workdir) / "vocab.txt")
-        recipe = lm_study.study_recipe(steps=args.steps, seed=args.seed, kind=args.kind)
+        overrides = {} if args.lr is None else {"lr": args.lr}
+        overrides.update({"out": args.log_dir} if args.log_dir else {})
+        recipe = lm_study.study_recipe(steps=args.steps, seed=args.seed, kind=args.kind, **overrides)
         model, run = lm_study.train_lm(args.kind, tokenizer, train_ids, recipe)
         command = " ".join(["python benchmarks/elmo_weights.py", *(argv if argv is not None else sys.argv[1:])])
         folder = lm_study.save_lm(model, run, recipe, tokenizer, args.out, command,

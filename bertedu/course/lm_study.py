@@ -181,7 +181,8 @@ def save_lm(model: torch.nn.Module, run: TrainResult, recipe: TrainConfig, token
     (folder / "run.json").write_text(json.dumps({
         "command": command, "machine": machine, "recipe": _recipe_of(recipe),
         "steps": run.step, "tokens_seen": run.tokens_seen, "loss": run.loss, "elapsed_s": round(run.elapsed_s, 1),
-        "records": [{k: r[k] for k in ("step", "loss", "lr", "grad_norm", "tokens") if k in r} for r in run.records],
+        "records": [{k: r[k] for k in ("step", "loss", "lr", "grad_norm", "tokens") if k in r} for r in run.records
+                    if r["step"] <= 100 or r["step"] % 10 == 0],  # every step of the first 100, then every 10th
     }, indent=1) + "\n", encoding="utf-8")
     files = {name: file_sha256(folder / name) for name in ("model.safetensors", "config.json", "vocab.txt", "run.json")}
     (folder / "manifest.json").write_text(json.dumps({"kind": type(model).__name__, "files": files}, indent=1) + "\n",
@@ -259,10 +260,15 @@ def no_special(scores: torch.Tensor, tokenizer) -> torch.Tensor:
 
 
 @torch.no_grad()
-def fill_masked(model, tokenizer, texts: Sequence[str]) -> torch.Tensor:
-    """(B,) the top piece at the one [MASK] of each text, BERT-style: the model reads both sides at once."""
+def fill_masked(model, tokenizer, texts: Sequence[str], closed: bool = True) -> torch.Tensor:
+    """(B,) the top piece at the one [MASK] of each text, BERT-style: the model reads both sides at once.
+    closed=False: the closing [SEP] is hidden from attention, so a text that stops at its [MASK] is read as
+    unfinished (`[CLS] left [MASK]` and nothing said about what follows) rather than as ending there."""
     batch = tokenizer.encode_batch(list(texts))
-    logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).mlm_logits  # (B, T, V)
+    mask = batch["attention_mask"].clone()  # (B, T)
+    if not closed:
+        mask[batch["input_ids"] == tokenizer.sep_token_id] = 0  # a hidden key: no position reads it
+    logits = model(batch["input_ids"], attention_mask=mask).mlm_logits  # (B, T, V)
     return no_special(logits[batch["input_ids"] == tokenizer.mask_token_id], tokenizer).argmax(-1)
 
 
