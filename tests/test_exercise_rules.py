@@ -109,6 +109,13 @@ def test_a_function_defined_above_that_computes_the_truth_is_caught_but_tools_ar
                                                           "expected = _twice(x * cfg.hidden_size / cfg.hidden_size)\n"
                                                           "check_close(double(x), expected.tolist())"))
     assert found(rules.reference_in_namespace, good) == []
+    # a helper an earlier check defined stays in the namespace, even where a later check defines it again
+    earlier = notebook(("setup", setup), ("solution", "predicted = 1"), ("check", "def _ref(v):\n    return 2 * v\n"
+                                                                                  "check_close(predicted, _ref(0.5))"),
+                       solution, ("check", "def _ref(v):\n    return 2 * v\ncheck_close(double(x), _ref(x))"))
+    assert found(rules.reference_in_namespace, earlier) == [("ex99-1", 2, "reference-in-namespace")]
+    earlier.cells[2].source += "\ndel _ref"
+    assert found(rules.reference_in_namespace, earlier) == []
 
 
 EMBED = ("solution", "def embed(emb, ids):\n    ### BEGIN SOLUTION\n"

@@ -391,10 +391,11 @@ def producers(flow: CheckFlow, expressions: list[ast.expr], namespace: dict[str,
             continue
         root, chain = dotted
         binding = local_imports.get(root) or (None if root in flow.values or root in flow.defs else namespace.get(root))
-        if root in flow.defs and not chain:
+        above = namespace.get(root)
+        if above is not None and above.kind == "def" and not chain:  # even if the check defines it again
+            found.append(Producer(_call_text(node), f"def {root}", above))
+        elif root in flow.defs and not chain:
             follow(*(r.value for r in ast.walk(flow.defs[root]) if isinstance(r, ast.Return)), *arguments)
-        elif binding is not None and binding.kind == "def" and not chain:
-            found.append(Producer(_call_text(node), f"def {root}", binding))
         elif binding is not None and binding.kind == "import":
             qualified = ".".join([binding.target, *chain])
             if _is_class_path(root, chain):
@@ -772,11 +773,11 @@ RULES = (reference_in_namespace, reveals_before_check, unchecked_predictions, an
 
 
 def violations(path: str | Path) -> list[Violation]:
-    """Every rule's violations in one notebook, in cell order."""
+    """Every rule's violations in one notebook, exercise by exercise."""
     nb = json.loads(Path(path).read_text(encoding="utf-8"))
     found = [v for rule in RULES for v in rule(nb)]
     named = [Violation(Path(path).name, v.exercise, v.cell, v.rule, v.message) for v in found]
-    return sorted(named, key=lambda v: (v.cell, v.rule))
+    return sorted(named, key=lambda v: (v.exercise, v.cell, v.rule))
 
 
 def main(argv: list[str] | None = None) -> int:
