@@ -97,6 +97,23 @@ def test_a_reference_reachable_through_its_module_or_under_another_name_is_caugh
         assert found(rules.reference_in_namespace, nb) == [("ex99-1", 0, "reference-in-namespace")], setup
 
 
+def test_a_reference_the_lesson_imported_is_caught_until_the_set_up_cell_puts_it_away():
+    lesson = ("lesson", "import bertedu\nfrom bertedu.training.metrics import normalize_answer\n"
+                        "print(normalize_answer('The cat'))")
+    check = ("check", TEXTS + "    check_equal(normalize(text), reference('bertedu.training.metrics:normalize_answer')(text))")
+    setup = "from bertedu.course.exercises import check_equal, put_away, reference"
+    bad = notebook(lesson, ("setup", setup), ("solution", NORMALIZE), check)
+    assert found(rules.reference_in_namespace, bad) == [("ex99-1", 0, "reference-in-namespace")]
+    assert 'put_away(globals(), "normalize_answer") in the set-up cell' in rules.reference_in_namespace(bad)[0].message
+    # `import bertedu` stays: reaching bertedu.training.metrics.normalize_answer through it is an import by hand
+    good = notebook(lesson, ("setup", setup + "\nput_away(globals(), 'normalize_answer')"), ("solution", NORMALIZE), check)
+    assert found(rules.reference_in_namespace, good) == []
+    namespace = run(good)
+    assert "normalize_answer" not in namespace and "bertedu" in namespace
+    ex.put_away(namespace, "normalize_answer", "bertedu")  # a name that is not there is fine
+    assert "bertedu" not in namespace
+
+
 def test_a_function_defined_above_that_computes_the_truth_is_caught_but_tools_are_not():
     setup = ("import torch\nfrom bertedu import BertConfig\nfrom bertedu.course.exercises import check_close\n"
              "def lib_double(x):\n    return 2 * x\n"

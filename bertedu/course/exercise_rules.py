@@ -17,10 +17,11 @@ work, one `Violation` each, with the exercise, the cell and the fix:
 - `answer_above` (d): a piece of code in the prose above the solution (an inline code span)
   that is the solution's own code, or a predicted number that an output above already prints.
 
-The namespace a rule reads is the one the exercises are written for: the exercise cells above
-the solution (they run on their own after a kernel restart, see tests/test_exercises.py). What a
-learner also holds after running the lesson's cells above is left out: the exercises are about
-the lesson's tools, and a predict exercise can always be computed with them.
+The namespace a rule reads is that of a learner who ran the notebook from the top: every code
+cell above the solution, the lesson's and the exercises'. A name is reachable when it is bound to
+the reference itself (under any name) or to the module the reference lives in or was imported from
+(`metrics` for `metrics.normalize_answer`); reaching down from a package (`bertedu.model.tasks...`
+after `import bertedu`) is as deliberate as an import and is not counted.
 
     python -m bertedu.course.exercise_rules notebooks/      # every violation, one a line; exit 1 if any
 
@@ -127,6 +128,8 @@ def bindings(tree: ast.Module, cell: int) -> list[Binding | tuple[str, None]]:
                 for a in node.names:
                     found.append(Binding(a.asname or a.name.split(".")[0], cell, "import",
                                          a.name if a.asname else a.name.split(".")[0]))
+                    if not a.asname and "." in a.name:  # `import a.b.c` also makes a.b.c reachable by its path
+                        found.append(Binding(a.name, cell, "import", a.name))
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
                     found.append(Binding(a.asname or a.name, cell, "import", f"{node.module}.{a.name}"))
@@ -134,6 +137,8 @@ def bindings(tree: ast.Module, cell: int) -> list[Binding | tuple[str, None]]:
                 found.append(Binding(node.name, cell, "def"))
             elif isinstance(node, ast.Delete):
                 found.extend((name, None) for t in node.targets for name in _store_names_del(t))
+            elif _put_away(node):
+                found.extend((name, None) for name in _put_away(node))
             else:
                 value = getattr(node, "value", None)
                 target = _reference_target(value) if value is not None else None
@@ -145,6 +150,14 @@ def bindings(tree: ast.Module, cell: int) -> list[Binding | tuple[str, None]]:
 
     visit(tree.body)
     return found
+
+
+def _put_away(node: ast.AST) -> list[str]:
+    """The names `put_away(globals(), "a", "b")` takes out of the namespace (bertedu.course.exercises)."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", "")) == "put_away"):
+        return []
+    return [a.value for a in call.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
 
 
 def _store_names_del(target: ast.AST) -> list[str]:
@@ -164,10 +177,11 @@ def _targets(node: ast.AST) -> list[ast.AST]:
 
 
 def namespace_before(nb, index: int) -> dict[str, Binding]:
-    """What the exercise cells above cell `index` leave bound, name -> its last binding."""
+    """What the code cells above cell `index` (the lesson's and the exercises') leave bound, name -> its
+    last binding: the namespace of a learner who ran the notebook from the top."""
     names: dict[str, Binding] = {}
     for i, cell in enumerate(nb["cells"][:index]):
-        if cell["cell_type"] != "code" or not ex.is_exercise_cell(cell):
+        if cell["cell_type"] != "code":
             continue
         for b in bindings(parse(_source(cell)), i):
             if isinstance(b, Binding):
@@ -414,13 +428,13 @@ def producers(flow: CheckFlow, expressions: list[ast.expr], namespace: dict[str,
 
 
 def _reachable(target: str, namespace: dict[str, Binding]) -> Binding | None:
-    """The binding above that gives the learner `target` (the same object, or a module holding it)."""
+    """The binding above that gives the learner `target`: the same object under any name, or the module
+    it is defined in or was imported from (`metrics` for `metrics.normalize_answer`). A package further up
+    (`import bertedu`) does not count: reaching down through it is as deliberate as an import."""
     wanted = canonical(target)
+    modules = {wanted.rpartition(".")[0], target.rpartition(".")[0]}
     for b in namespace.values():
-        if b.kind != "import":
-            continue
-        held = canonical(b.target)
-        if held == wanted or wanted.startswith(held + ".") or target.startswith(b.target + "."):
+        if b.kind == "import" and (canonical(b.target) == wanted or b.target in modules):
             return b
     return None
 
@@ -428,7 +442,7 @@ def _reachable(target: str, namespace: dict[str, Binding]) -> Binding | None:
 def _where(b: Binding, nb) -> str:
     grade_id = nb["cells"][b.cell].get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
     what = "the set-up cell" if grade_id.endswith("setup") else "an exercise cell above"
-    return f"{what} c{b.cell} ({grade_id})" if grade_id else f"cell c{b.cell}"
+    return f"{what} c{b.cell} ({grade_id})" if grade_id else f"the lesson's cell c{b.cell}"
 
 
 def _reference_sides(flow: CheckFlow) -> list[tuple[ast.AST, list[ast.expr], list[ast.expr]]]:
@@ -467,9 +481,27 @@ def _reference_message(p: Producer, origin: Binding, check: int, nb) -> str:
                 f"learner can call it. Fix: compute the reference inside the check (define it there with a leading "
                 f"underscore, or call the library through reference(\"module:name\")), not in a cell above")
     module, _, name = p.target.rpartition(".")
-    return (f"check c{check} compares the answer with {p.call}, which {_where(origin, nb)} binds as "
-            f"`{origin.name}`, so the learner can call it. Fix: remove that import from c{origin.cell} and write "
-            f"reference(\"{module}:{name}\")(...) in the check (bertedu.course.exercises.reference)")
+    holders = _holders(nb, check, p.target)
+    lesson = sorted({b.name for b in holders if not ex.is_exercise_cell(nb["cells"][b.cell])})
+    exercise = sorted({b.cell for b in holders if ex.is_exercise_cell(nb["cells"][b.cell])})
+    fixes = [f"remove the import from c{', c'.join(map(str, exercise))}"] if exercise else []
+    if lesson:
+        fixes.append("put_away(globals(), " + ", ".join(f'"{n}"' for n in lesson) + ") in the set-up cell")
+    fixes.append(f"write reference(\"{module}:{name}\")(...) in the check")
+    where = "; ".join(f"{_where(b, nb)} as `{b.name}`" for b in holders)
+    return (f"check c{check} compares the answer with {p.call}, which the learner holds ({where}) and can call. "
+            f"Fix: {'; '.join(fixes)} (helpers of bertedu.course.exercises)")
+
+
+def _holders(nb, index: int, target: str) -> list[Binding]:
+    """Every binding of the cells above `index` that gives the learner `target` (the last one counts
+    in the namespace; a fix must remove them all)."""
+    found = []
+    for i, cell in enumerate(nb["cells"][:index]):
+        if cell["cell_type"] == "code":
+            found += [b for b in bindings(parse(_source(cell)), i)
+                      if isinstance(b, Binding) and _reachable(target, {b.name: b}) is not None]
+    return found
 
 
 def _expand(flow: CheckFlow, expressions: list[ast.expr], table: dict[str, list[ast.expr]]) -> list[ast.AST]:
