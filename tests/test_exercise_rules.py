@@ -4,6 +4,12 @@ Each rule is shown a small made-up notebook that breaks it (it reports the exerc
 and the same notebook mended the way READY_exercises tells the lesson authors to (it reports
 nothing), so every rule can fail. The mended forms are also run, so the fixes the rules ask for
 are fixes that work. The last test holds every lesson to all rules.
+
+What the rules do not check, because no mechanical test separates it without false alarms (read the
+lessons for it): a solution that retypes a worked example above (lessons.copied_share gives 02 ex1
+vs c13 0.36, 04 ex1 vs c16 0.26, 09 ex1 vs c14 0.37, while exercises that copy nothing reach 0.46,
+19 ex4 vs c6); a lesson function the check does not use but that answers the exercise (04 c16's
+encoder_layer); the answer written out in prose or in a check's hint.
 """
 
 import contextlib

@@ -5,8 +5,8 @@ if the learner has to do it. Each rule below returns the ways a notebook lets a 
 work, one `Violation` each, with the exercise, the cell and the fix:
 
 - `reference_in_namespace` (a): the check compares the answer with a bertedu function, or a
-  function defined in a cell, that an exercise cell above the solution (the set-up cell, an
-  earlier exercise) already put in the learner's namespace, so ``answer = reference(...)``
+  function defined in a cell, that a cell above the solution (the lesson's imports, the set-up
+  cell, an earlier exercise) already put in the learner's namespace, so ``answer = reference(...)``
   passes. Also: the check compares ``your_function(obj, x)`` with ``obj(x)`` (the object handed
   to the learner computes the answer) and does not run it under ``forbid_calls(obj)``.
 - `reveals_before_check` (b): a check cell prints a computed value before its last comparison,
@@ -25,10 +25,12 @@ after `import bertedu`) is as deliberate as an import and is not counted.
 
     python -m bertedu.course.exercise_rules notebooks/      # every violation, one a line; exit 1 if any
 
-The fixes use two helpers of bertedu.course.exercises: `reference("module:name")` fetches the
+The fixes use three helpers of bertedu.course.exercises: `put_away(globals(), "name")` in the set-up
+cell takes what the lesson imported out of the namespace, `reference("module:name")` fetches the
 reference inside the check without binding a name, and `forbid_calls(obj)` makes calling the
-handed object raise while the learner's function runs. Introduced for issue 57 item 3; tested
-in tests/test_exercise_rules.py.
+handed object raise while the learner's function runs. What the rules cannot see (a solution that
+retypes a worked example, an answer written out in prose) is listed in tests/test_exercise_rules.py.
+Introduced for issue 57 item 3.
 """
 
 from __future__ import annotations
@@ -233,7 +235,7 @@ class Context:
     kind: str  # metadata bertedu.kind ("predict", "derive", ...)
     learner: set[str]  # the names the solution cell binds
     predicted: set[str]  # the values bound by top-level statements between the solution markers
-    namespace: dict[str, Binding]  # what the exercise cells above leave bound
+    namespace: dict[str, Binding]  # what the cells above the solution leave bound
 
 
 def _marked_lines(source: str) -> set[int]:
@@ -756,8 +758,9 @@ def _arithmetic(statement: ast.stmt) -> bool:
     safe = (ast.Assign, ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.List,
             ast.Tuple, ast.Load, ast.Store, ast.Call, ast.Attribute)
     nodes = list(ast.walk(statement))
+    attributes = [n for n in nodes if isinstance(n, ast.Attribute)]
     return (isinstance(statement, ast.Assign) and all(isinstance(n, safe) for n in nodes)
-            and all(isinstance(n.value, ast.Name) and n.value.id == "math" for n in nodes if isinstance(n, ast.Attribute)))
+            and all(isinstance(n.value, ast.Name) and n.value.id == "math" for n in attributes))
 
 
 def _predicted_values(c: Context, nb) -> dict:
