@@ -112,15 +112,27 @@ def test_you_are_here_names_the_lessons_model_and_its_sizes(notebook):
 
 def test_the_lessons_models():
     names = {n: diagrams.model_name(*diagrams.lesson_model(n)) for n in diagrams.LESSON_MODELS}
-    assert {names[n] for n in (1, 2, 3, 4, 8, 9, 10, 11, 13, 14)} == {"all-MiniLM-L6-v2"}
+    assert {names[n] for n in (1, 2, 3, 4, 8, 10, 11, 13, 14)} == {"all-MiniLM-L6-v2"}
     assert (names[0], names[15], names[16], names[17]) == ("BERT-BASE", "RoBERTa-BASE", "ALBERT-BASE", "GPT tiny")
     student, _ = diagrams.lesson_model(18)
     assert (student.num_hidden_layers, student.hidden_size, student.type_vocab_size) == (3, 384, 0)
     from bertedu.pretrained import masked_lm_vocab_path
 
-    zh, kind = diagrams.lesson_model(19)  # read from the shipped course-zh, not typed
     n_pieces = len(masked_lm_vocab_path("course-zh").read_text(encoding="utf-8").splitlines())
-    assert (zh.vocab_size, zh.num_hidden_layers, kind) == (n_pieces, 2, "bert-mlm")
+    for notebook in (9, 19):  # 09 fine-tunes course-zh, 19 masks with it: read from its config.json, not typed
+        zh, kind = diagrams.lesson_model(notebook)
+        assert (zh.vocab_size, zh.num_hidden_layers, kind) == (n_pieces, 2, "bert-mlm")
+
+
+def test_the_gpu_scale_runs_bert_base(monkeypatch):
+    monkeypatch.delenv("BERTEDU_PRETRAINED", raising=False)
+    assert diagrams.model_name(*diagrams.lesson_model(7, "gpu")) == "BERT-BASE"
+    assert diagrams.model_name(*diagrams.lesson_model(12, "gpu")) == "BERT-BASE"
+    assert diagrams.lesson_model(8, "gpu")[1] == "minilm"  # no notebook 07 run named: MiniLM
+    assert "BERT-BASE: 12 layers (H = 768)" in diagrams.you_are_here(7, scale="gpu").get_title()
+    with pytest.raises(ValueError, match="'cpu' or 'gpu'"):
+        diagrams.lesson_model(7, "tpu")
+    plt.close("all")
 
 
 def test_the_minilm_preset_is_the_shipped_checkpoints_shape():

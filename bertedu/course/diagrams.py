@@ -24,7 +24,8 @@ JupyterLab, on GitHub and in the slides, at `DPI` (150) and with every label ins
 A model is given as its config plus a `kind` (`KINDS`: "bert", "bert-mlm", "minilm",
 "roberta", "albert", "distilbert", "gpt"); the kind says what the config cannot (which heads
 the checkpoint has), and defaults from the config's class. `LESSON_MODELS` names the model
-each lesson runs at CPU scale; `you_are_here(n)` without a config draws that one.
+each lesson runs at CPU scale; `you_are_here(n, scale=SCALE)` without a config draws the one
+lesson n runs at that scale (`lesson_model`).
 
 Every function draws on a matplotlib Axes (made if not given) and returns it.
 Introduced in notebook 00 (the map); each lesson opens with its own `you_are_here`.
@@ -243,11 +244,12 @@ def _distilbert_student() -> BertConfig:
     return DistilBertConfig(**{**fields, "num_hidden_layers": 3, "type_vocab_size": 0})
 
 
-def _family_config(module: str, name: str, preset: str) -> Callable[[], BertConfig]:
+def _family_config(module: str, name: str, preset: str, **overrides) -> Callable[[], BertConfig]:
+    """A maker of `bertedu.family.<module>.<name>.<preset>(**overrides)`, imported when called."""
     def make() -> BertConfig:
         import importlib
 
-        return getattr(getattr(importlib.import_module(f"bertedu.family.{module}"), name), preset)()
+        return getattr(getattr(importlib.import_module(f"bertedu.family.{module}"), name), preset)(**overrides)
     return make
 
 
@@ -260,22 +262,33 @@ LESSON_MODELS: dict[int, tuple[Callable[[], BertConfig], str]] = {
     5: (BertConfig.base, "bert"),  # MLM + NSP examples over the 30,522-piece vocabulary
     6: (lambda: BertConfig.tiny(vocab_size=2000), "bert"),
     7: (BertConfig.tiny, "bert"),
-    8: (BertConfig.minilm, "minilm"), 9: (BertConfig.minilm, "minilm"), 10: (BertConfig.minilm, "minilm"),
-    11: (BertConfig.minilm, "minilm"),
+    8: (BertConfig.minilm, "minilm"),
+    9: (lambda: _shipped_config("course-zh"), "bert-mlm"),  # fine-tunes course-zh on ner-zh
+    10: (BertConfig.minilm, "minilm"), 11: (BertConfig.minilm, "minilm"),
     12: (BertConfig.tiny, "bert"),
     13: (BertConfig.minilm, "minilm"), 14: (BertConfig.minilm, "minilm"),
     15: (_family_config("roberta", "RobertaConfig", "base"), "roberta"),
     16: (_family_config("albert", "AlbertConfig", "base"), "albert"),
-    17: (_family_config("gpt", "GPTConfig", "tiny"), "gpt"),
+    17: (_family_config("gpt", "GPTConfig", "tiny", vocab_size=1000), "gpt"),  # its V_toy
     18: (_distilbert_student, "distilbert"),
     19: (lambda: _shipped_config("course-zh"), "bert-mlm"),
 }
 
 
-def lesson_model(notebook: int) -> tuple[BertConfig, str]:
-    """(config, kind) of the model lesson `notebook` runs at CPU scale (`LESSON_MODELS`)."""
+def lesson_model(notebook: int, scale: str = "cpu") -> tuple[BertConfig, str]:
+    """(config, kind) of the model lesson `notebook` runs at `scale` (the notebook's SCALE):
+    `LESSON_MODELS`; at "gpu", 07 and 12 run BERT-BASE, and 08-11 fine-tune notebook 07's
+    BERT-BASE run when $BERTEDU_PRETRAINED names one (`gpu_scale_init`), else MiniLM."""
     if notebook not in LESSON_MODELS:
         raise ValueError(f"no lesson {notebook}; the lessons are 0-{max(LESSON_MODELS)}")
+    if scale not in ("cpu", "gpu"):
+        raise ValueError(f"scale is 'cpu' or 'gpu', not {scale!r}")
+    if scale == "gpu" and notebook in (7, 12):
+        return BertConfig.base(), "bert"
+    if scale == "gpu" and notebook in (8, 9, 10, 11):
+        from ..training.finetune import gpu_scale_init
+
+        return (BertConfig.minilm(), "minilm") if gpu_scale_init()[0] == "minilm" else (BertConfig.base(), "bert")
     make, kind = LESSON_MODELS[notebook]
     return make(), kind
 
@@ -332,15 +345,16 @@ def map_boxes(config: BertConfig, kind: Optional[str] = None) -> dict[str, tuple
     return {name: (x, y, w, h, labels[name], colour) for name, (x, y, w, h, colour) in places.items()}
 
 
-def you_are_here(notebook: int, config: Optional[BertConfig] = None, kind: Optional[str] = None, ax=None):
+def you_are_here(notebook: int, config: Optional[BertConfig] = None, kind: Optional[str] = None, ax=None,
+                 scale: str = "cpu"):
     """The map of the model lesson `notebook` runs (bottom to top: text, tokens, embeddings, L
     layers, heads), the lesson's pieces highlighted and the rest dimmed; every size from
-    `config`, the heads and embeddings from `kind` (`KINDS`). Without a config, the lesson's own
-    model (`LESSON_MODELS`). Notebook 0 shows the whole map, nothing dimmed."""
+    `config`, the heads and embeddings from `kind` (`KINDS`). Without a config, the model the
+    lesson runs at `scale` (`lesson_model`). Notebook 0 shows the whole map, nothing dimmed."""
     if notebook not in LESSON_PIECES:
         raise ValueError(f"no lesson {notebook}; the lessons are 0-{max(LESSON_PIECES)}")
     if config is None:
-        config, default_kind = lesson_model(notebook)
+        config, default_kind = lesson_model(notebook, scale)
         kind = kind or default_kind
     kind = kind_of(config, kind)
     ax = _axes(ax, figsize=(4.6, 5.0))
