@@ -114,6 +114,7 @@ def test_the_lessons_models():
     names = {n: diagrams.model_name(*diagrams.lesson_model(n)) for n in diagrams.LESSON_MODELS}
     assert {names[n] for n in (1, 2, 3, 4, 8, 10, 11, 13, 14)} == {"all-MiniLM-L6-v2"}
     assert (names[0], names[15], names[16], names[17]) == ("BERT-BASE", "RoBERTa-BASE", "ALBERT-BASE", "GPT tiny")
+    assert names[9] == names[19] == "course-zh (BERT tiny)"
     student, _ = diagrams.lesson_model(18)
     assert (student.num_hidden_layers, student.hidden_size, student.type_vocab_size) == (3, 384, 0)
     from bertedu.pretrained import masked_lm_vocab_path
@@ -121,7 +122,7 @@ def test_the_lessons_models():
     n_pieces = len(masked_lm_vocab_path("course-zh").read_text(encoding="utf-8").splitlines())
     for notebook in (9, 19):  # 09 fine-tunes course-zh, 19 masks with it: read from its config.json, not typed
         zh, kind = diagrams.lesson_model(notebook)
-        assert (zh.vocab_size, zh.num_hidden_layers, kind) == (n_pieces, 2, "bert-mlm")
+        assert (zh.vocab_size, zh.num_hidden_layers, kind) == (n_pieces, 2, "course-zh")
 
 
 def test_the_gpu_scale_runs_bert_base(monkeypatch):
@@ -147,14 +148,16 @@ def test_the_minilm_preset_is_the_shipped_checkpoints_shape():
 @pytest.mark.parametrize("kind, present, absent", [
     ("bert", ["MLM + NSP", "token + segment + position"], ["causal"]),
     ("minilm", ["no MLM or NSP head", "all-MiniLM-L6-v2"], ["MLM + NSP"]),
-    ("bert-mlm", ["MLM only (no NSP)"], ["MLM + NSP"]),
+    ("bert-mlm", ["MLM only (no NSP)", "the cat"], ["MLM + NSP"]),
+    ("course-zh", ["MLM only (no NSP)", "Chinese sentence", "one piece per character"], ["MLM + NSP", "the cat"]),
     ("gpt", ["causal self-attention", "no MLM, no NSP", "token + position"], ["segment", "[CLS]"]),
-    ("distilbert", ["no pooler, no NSP", "token + position"], ["segment"]),
+    ("distilbert", ["distilled from a teacher", "no pooler, no NSP", "token + position"], ["segment"]),
     ("roberta", ["MLM only (no NSP)", "one segment row", "byte-level BPE"], ["MLM + NSP"]),
     ("albert", ["E = 128, projected to H = 768", "looped", "sentence order"], ["MLM + NSP"]),
 ])
 def test_each_kind_draws_its_own_embeddings_and_heads(kind, present, absent):
-    config, _ = next(diagrams.lesson_model(n) for n in diagrams.LESSON_MODELS if diagrams.LESSON_MODELS[n][1] == kind)
+    config = next((diagrams.lesson_model(n)[0] for n in diagrams.LESSON_MODELS if diagrams.LESSON_MODELS[n][1] == kind),
+                  BertConfig.tiny())
     text = _texts(diagrams.you_are_here(4, config, kind))
     assert all(p in text for p in present) and not any(a in text for a in absent), text
     plt.close("all")
@@ -281,6 +284,8 @@ def test_training_memory_counts_the_weights_and_what_autograd_saves(config, batc
     assert parts["weights"] == parts["gradients"] == 4 * n and parts["optimizer moments"] == 8 * n
     measured = _saved_activation_bytes(config, batch, length)
     assert abs(parts["activations"] - measured) / measured < 0.03, (parts["activations"], measured)
+    with pytest.raises(ValueError, match="dropout on"):
+        diagrams.training_memory(config.replace(hidden_dropout_prob=0.0), batch, length)
 
 
 def test_memory_split_shows_the_computed_parts():

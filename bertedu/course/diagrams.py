@@ -22,7 +22,7 @@ JupyterLab, on GitHub and in the slides, at `DPI` (150) and with every label ins
     albert_factorised(...)      ALBERT's V x E then E x H embedding and its one looped layer (16)
 
 A model is given as its config plus a `kind` (`KINDS`: "bert", "bert-mlm", "minilm",
-"roberta", "albert", "distilbert", "gpt"); the kind says what the config cannot (which heads
+"course-zh", "roberta", "albert", "distilbert", "gpt"); the kind says what the config cannot (which heads
 the checkpoint has), and defaults from the config's class. `LESSON_MODELS` names the model
 each lesson runs at CPU scale; `you_are_here(n, scale=SCALE)` without a config draws the one
 lesson n runs at that scale (`lesson_model`).
@@ -166,13 +166,14 @@ def _fit_labels(ax, margin: float = 3.0):
 class ModelKind(NamedTuple):
     """What a picture needs to know beyond the config: the family's name, its vocabulary, how
     an input starts and ends, whether attention is causal, whether the L layers share one set of
-    weights, and the heads the checkpoint carries for pretraining."""
+    weights, the heads the checkpoint carries for pretraining, and the text it reads."""
     family: str
     vocabulary: str
     example: str
     causal: bool
     shared_layers: bool
     pretraining: str
+    text: str = "text: “the cat sat on the mat”"
 
 
 KINDS: dict[str, ModelKind] = {
@@ -185,8 +186,10 @@ KINDS: dict[str, ModelKind] = {
                          "pretraining head\nMLM only (no NSP)"),
     "albert": ModelKind("ALBERT", "SentencePiece", "[CLS] the cat … [SEP]", False, True,
                         "pretraining heads\nMLM + sentence order"),
+    "course-zh": ModelKind("course-zh", "WordPiece", "[CLS] one piece per character [SEP]", False, False,
+                           "pretraining head\nMLM only (no NSP)", "text: a Chinese sentence (People's Daily)"),
     "distilbert": ModelKind("DistilBERT", "WordPiece", "[CLS] the cat … [SEP]", False, False,
-                            "MLM + distillation\n(no pooler, no NSP)"),
+                            "distilled from a teacher\n(no pooler, no NSP)"),
     "gpt": ModelKind("GPT", "", "the cat sat on …", True, False, "next-token head\n(no MLM, no NSP)"),
 }
 
@@ -207,14 +210,16 @@ def kind_of(config: BertConfig, kind: Optional[str] = None) -> str:
 
 
 def model_name(config: BertConfig, kind: Optional[str] = None) -> str:
-    """"all-MiniLM-L6-v2", "BERT-BASE", "BERT tiny", "ALBERT-BASE", ...: the family, and the
-    preset whose (L, H, A) the config has, if any."""
+    """"all-MiniLM-L6-v2", "BERT-BASE", "BERT tiny", "ALBERT-BASE", "course-zh (BERT tiny)", ...:
+    the family, and the preset whose (L, H, A) the config has, if any."""
     kind = kind_of(config, kind)
     family = KINDS[kind].family
     if kind == "minilm":
         return family
     shape = (config.num_hidden_layers, config.hidden_size, config.num_attention_heads)
     preset = next((name for name, sizes in PRESETS.items() if sizes == shape), None)
+    if kind == "course-zh":  # the shipped Chinese masked LM, a BERT of a preset's size
+        return f"{family} (BERT {preset})" if preset else family
     if preset in ("base", "large"):
         return f"{family}-{preset.upper()}"
     return f"{family} {preset}" if preset and preset != "minilm" else family
@@ -263,7 +268,7 @@ LESSON_MODELS: dict[int, tuple[Callable[[], BertConfig], str]] = {
     6: (lambda: BertConfig.tiny(vocab_size=2000), "bert"),
     7: (BertConfig.tiny, "bert"),
     8: (BertConfig.minilm, "minilm"),
-    9: (lambda: _shipped_config("course-zh"), "bert-mlm"),  # fine-tunes course-zh on ner-zh
+    9: (lambda: _shipped_config("course-zh"), "course-zh"),  # its CPU run fine-tunes course-zh on ner-zh
     10: (BertConfig.minilm, "minilm"), 11: (BertConfig.minilm, "minilm"),
     12: (BertConfig.tiny, "bert"),
     13: (BertConfig.minilm, "minilm"), 14: (BertConfig.minilm, "minilm"),
@@ -271,7 +276,7 @@ LESSON_MODELS: dict[int, tuple[Callable[[], BertConfig], str]] = {
     16: (_family_config("albert", "AlbertConfig", "base"), "albert"),
     17: (_family_config("gpt", "GPTConfig", "tiny", vocab_size=1000), "gpt"),  # its V_toy
     18: (_distilbert_student, "distilbert"),
-    19: (lambda: _shipped_config("course-zh"), "bert-mlm"),
+    19: (lambda: _shipped_config("course-zh"), "course-zh"),
 }
 
 
@@ -324,7 +329,7 @@ def _map_labels(config: BertConfig, kind: str) -> dict[str, str]:
     loop = (f"one layer,\nlooped\nL = {L} times\n(shared\nweights)" if spec.shared_layers
             else f"× L = {L}\nlayers,\nresidual +\nLayerNorm")
     return {
-        "text": "text: “the cat sat on the mat”",
+        "text": spec.text,
         "tokens": f"{spec.vocabulary} tokens: {spec.example}\n(V = {V:,})".lstrip(),
         "embed": f"embeddings: {segments}\n({width})",
         "attn": f"{'causal ' if spec.causal else ''}self-attention\n(A = {A} heads)",
@@ -562,10 +567,17 @@ def training_memory(config: BertConfig, batch_size: int, seq_len: int) -> dict[s
     activations autograd keeps for the backward pass. Parameters are counted on the meta device
     (no memory); activations by the count of what this implementation saves (dropout on, MLM
     logits at every position), per layer 10·BTH + 2·BTI + 3·BNT² + 4·BT values, plus 6·BTH + BTV
-    for the embeddings and heads (tests/test_diagrams.py checks it against saved tensors)."""
+    for the embeddings and heads (tests/test_diagrams.py checks it against the tensors autograd
+    saves on the CPU). A fused GPU attention kernel (FlashAttention) keeps none of the T x T
+    matrices, so there the activations are smaller; with dropout off fewer tensors are kept, so
+    such a config is refused rather than overcounted."""
     import torch
 
     from ..model.heads import BertForPreTraining
+
+    if config.hidden_dropout_prob == 0 or config.attention_probs_dropout_prob == 0:
+        raise ValueError("training_memory counts a step with dropout on (hidden_dropout_prob and "
+                         "attention_probs_dropout_prob above 0, BERT's 0.1); this config turns it off")
 
     with torch.device("meta"):
         n = sum(p.numel() for p in BertForPreTraining(config).parameters())
@@ -639,7 +651,7 @@ def continuation_labels(words: Sequence[str], pieces: Sequence[Sequence[str]], t
 
 def pack_rows(lengths: Sequence[int], row_length: int) -> list[list[int]]:
     """Sequence indices packed in order into rows of `row_length` tokens: a sequence that does
-    not fit in the current row starts the next one (none is split)."""
+    not fit in the current row starts the next one (none is split). Notebook 12's packed batch."""
     if any(not 1 <= n <= row_length for n in lengths):
         raise ValueError(f"lengths must be 1..row_length={row_length}, got {sorted(lengths)[-1]}")
     rows, used = [[]], 0
