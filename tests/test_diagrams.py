@@ -45,6 +45,8 @@ PICTURES = {
     **{f"you_are_here({n}, base)": (lambda n=n: diagrams.you_are_here(n, BertConfig.base())) for n in (7, 8, 12)},
     **{f"task_heads({t}, {k})": (lambda t=t, c=c, k=k: diagrams.task_heads(t, c(), k))
        for t in [None, *diagrams.TASK_PANELS] for c, k in (MINILM, (BertConfig.base, "bert"))},
+    **{f"task_heads({t}, lesson {n})": (lambda t=t, n=n: diagrams.task_heads(t, *diagrams.lesson_model(n)))
+       for n, t in ((8, "classification"), (9, "tagging"), (10, "pair"), (11, "qa"))},
     **{f"family_differences({n})": (lambda n=n: diagrams.family_differences(n)) for n in diagrams.FAMILY},
     "input_representation": lambda: diagrams.input_representation(["[CLS]", "hi", "[SEP]", "yo", "[SEP]"], [0] * 3 + [1] * 2),
     "attention_flow": lambda: diagrams.attention_flow(BertConfig.minilm()),
