@@ -21,9 +21,11 @@ paired difference soft - hard per seed, with its standard error over seeds.
 
 made the first record (the sweep, four seeds). Four seeds could not order agreement under Student's t (+0.030 at
 2.6 SE, 3.18 needed with 3 df), so ten seeds now run at the rates that sweep chose, each keeping its test
-positions' hits (`test_positions`) for the test set's own noise:
+positions' hits (`test_positions`) for the test set's own noise, two seeds a process side by side, then merged:
 
-    python benchmarks/soft_targets.py --threads 1 --batch-size 8 --eval-windows 96 --seeds 0,1,2,3,4,5,6,7,8,9 --sweep-from bertedu/weights/soft_targets.json --out bertedu/weights/soft_targets.json
+    # S = 0,1 2,3 4,5 6,7 8,9; git show 7e1bedd:bertedu/weights/soft_targets.json > runs/soft_targets_4seeds.json
+    python benchmarks/soft_targets.py --threads 1 --batch-size 8 --eval-windows 96 --seeds $S --sweep-from runs/soft_targets_4seeds.json --out runs/soft-${S/,/-}.json
+    python benchmarks/soft_targets.py --merge runs/soft-0-1.json runs/soft-2-3.json runs/soft-4-5.json runs/soft-6-7.json runs/soft-8-9.json --out bertedu/weights/soft_targets.json
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--sweep-from", default=None, help="a record whose sweep and chosen rates to keep: only the "
                    "chosen rates run, on every seed (seed 0 again, to check it reproduces the record)")
+    p.add_argument("--merge", nargs="+", default=None, help="records of the same settings on other seeds (runs "
+                   "side by side): write one record of all their seeds to --out, training nothing")
     p.add_argument("--out", default="bertedu/weights/soft_targets.json")
     return p.parse_args(argv)
 
@@ -119,9 +123,11 @@ def run(args, teacher, tok, windows, way: str, lr: float, seed: int, scorers: di
     train(model, windows, collate, cfg, evaluator=evaluator)
     steps = [0] + [args.steps // args.evals * k for k in range(1, len(curve))]
     result = {name: score(model.student) for name, score in scorers.items() if name != "test"}
-    result.update(test=curve[-1][1], test_positions=scorers["test"].positions(model.student), curve=[{"step": s, **c} for s, (_, c) in zip(steps, curve)],
+    result.update(test=curve[-1][1], test_positions=scorers["test"].positions(model.student),
+                  curve=[{"step": s, **c} for s, (_, c) in zip(steps, curve)],
                   cpu_s=round(time.process_time() - start, 1))
-    print(f"{way} lr {lr:g} seed {seed}: " + ", ".join(f"{k} {v}" for k, v in result.items() if k != "curve"),
+    print(f"{way} lr {lr:g} seed {seed}: " + ", ".join(f"{k} {v}" for k, v in result.items()
+                                                         if k not in ("curve", "test_positions")),
           flush=True)
     return result
 
@@ -136,8 +142,31 @@ def summary(rows: list[dict], key: str) -> dict:
             "difference_se": se(diff), "hard_se": se(hard), "soft_se": se(soft)}
 
 
+def merge(paths: list[str], out: str, command: str) -> dict:
+    """One record of several: the same settings, sweep and chosen rates, every seed once, in order of seed."""
+    records = [json.loads(Path(path).read_text()) for path in paths]
+    same = ("settings", "sweep", "chosen_lr", "train_windows", "test_masked", "teacher_test_accuracy", "machine")
+    for key in same:
+        values = [{k: v for k, v in r[key].items() if k != "seeds"} if key == "settings" else r[key] for r in records]
+        if any(v != values[0] for v in values):
+            raise ValueError(f"the records differ in {key}: only seeds may differ")
+    rows = sorted((row for r in records for row in r["seeds"]), key=lambda row: row["seed"])
+    if len({row["seed"] for row in rows}) != len(rows):
+        raise ValueError("a seed appears in two records")
+    record = {**records[0], "command": command, "merged": [r["command"] for r in records], "seeds": rows,
+              "accuracy": summary(rows, "accuracy"), "agreement": summary(rows, "agreement")}
+    record["settings"] = {**record["settings"], "seeds": ",".join(str(row["seed"]) for row in rows)}
+    Path(out).write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
 def main(argv=None) -> None:
     args = parse(argv)
+    if args.merge:
+        command = "python benchmarks/soft_targets.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        record = merge(args.merge, args.out, command)
+        print(json.dumps({k: record[k] for k in ("chosen_lr", "accuracy", "agreement")}, indent=1))
+        return
     torch.set_num_threads(args.threads)
     teacher, tok = load_masked_lm("minilm-mlm")
     train_docs = held_out_split(list(wiki_en()))[0][: args.train_docs]

@@ -123,6 +123,29 @@ def test_fill_left_only_is_the_next_piece_after_the_unpadded_left_side(tokenizer
         assert int(guesses[k]) == int(scores.argmax())
 
 
+def test_fill_masked_unclosed_reads_no_sep_and_closed_reads_it(tokenizer):
+    """closed=False hides the closing [SEP]: the same guess as the row cut before it; closed=True reads it."""
+    from bertedu import BertConfig
+    from bertedu.model.heads import BertForMaskedLM
+
+    torch.manual_seed(0)
+    bert = BertForMaskedLM(BertConfig.tiny(vocab_size=len(tokenizer), hidden_dropout_prob=0.0,
+                                           attention_probs_dropout_prob=0.0)).eval()
+    texts = ["the river ran past the [MASK]", "in [MASK]"]
+    with torch.no_grad():
+        open_guess = lm_study.fill_masked(bert, tokenizer, texts, closed=False)
+        closed_guess = lm_study.fill_masked(bert, tokenizer, texts)
+        for k, text in enumerate(texts):
+            row = torch.tensor([[tokenizer.cls_token_id, *tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))]])
+            scores = bert(row).mlm_logits[0, -1]  # no [SEP] at all: the [MASK] is the last token
+            scores[sorted(tokenizer.special_ids)] = -math.inf
+            assert int(open_guess[k]) == int(scores.argmax())
+            with_sep = torch.cat([row, torch.tensor([[tokenizer.sep_token_id]])], 1)
+            scores = bert(with_sep).mlm_logits[0, -2]
+            scores[sorted(tokenizer.special_ids)] = -math.inf
+            assert int(closed_guess[k]) == int(scores.argmax())
+
+
 def test_split_rank_on_fixtures_by_hand():
     first = torch.arange(8) < 4
     two_clusters = torch.tensor([[1.0, 0.1]] * 4 + [[0.1, 1.0]] * 4) + 0.01 * torch.arange(8.0)[:, None]
