@@ -2,7 +2,7 @@
 what bertedu computes, head by head; bertedu's own folders are refused by transformers loudly.
 
 Each check here loads the exported folder with transformers independently of the command's own
-check (`hf_export.check_export`), and compares logits on a padded batch at the real tokens."""
+check (`to_transformers.check_export`), and compares logits on a padded batch at the real tokens."""
 
 import json
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertedu.cli import main
-from bertedu.training.hf_export import check_export, export_to_transformers
+from bertedu.training.to_transformers import check_export, export_to_transformers
 from tiny_runs import TAGS, TOPICS, finetune_run, pretrain_run
 
 transformers = pytest.importorskip("transformers")
