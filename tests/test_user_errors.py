@@ -400,6 +400,27 @@ def test_a_resume_of_nothing_is_one_line(capsys, files):
 
 
 # ---- every path a command takes (issue 60 case 3) ------------------------------------------------------
+@pytest.mark.parametrize("case", ["--out in a missing folder", "--out a folder", "--file a folder",
+                                  "export OUT below a file"])
+def test_the_bad_paths_a_user_met_are_one_line(capsys, files, case):
+    """Each ended in a traceback and status 1 (issue 60 case 3); nothing is written."""
+    from tiny_runs import finetune_run
+
+    run = str(finetune_run(files / "run", "classification"))
+    (files / "a-file").write_text("not a folder\n", encoding="utf-8")
+    args, says = {
+        "--out in a missing folder": (["predict", run, "a text", "--out", str(files / "no" / "p.jsonl")],
+                                      "does not exist: write into a folder that exists"),
+        "--out a folder": (["predict", run, "a text", "--out", str(files / "empty")], "is a folder: give a file name"),
+        "--file a folder": (["predict", run, "--file", str(files / "empty")], "is a folder: give a text file"),
+        "export OUT below a file": (["export", run, str(files / "a-file" / "hf")],
+                                    "is a file, not a folder): choose a folder you can write to"),
+    }[case]
+    before = sorted(p.relative_to(files) for p in files.rglob("*"))
+    assert says in one_line_error(capsys, args)
+    assert sorted(p.relative_to(files) for p in files.rglob("*")) == before
+
+
 def _string_arguments() -> list[tuple[str, str]]:
     """(command, dest) of every argument of every command that takes one free string: each path
     argument (RUN, OUT, --out, --file, --task, --vocab, --corpus, --init, --teacher, ...), found
