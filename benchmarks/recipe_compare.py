@@ -164,7 +164,7 @@ def main(argv=None) -> None:
               "cpu_s_total": round(sum(r["cpu_s"] for r in rows), 1), "rows": rows,
               "most_frequent_piece": baseline,
               "comparison": {"budget_mean": result.mean_a, "bert_mean": result.mean_b, "difference": result.difference,
-                             "standard_error": result.se, "pairs": result.n}}
+                             "standard_error": result.se, "pairs": len(seeds)}}
     Path(args.record).write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record["comparison"]))
 
