@@ -335,11 +335,13 @@ def _help_from_spec(command: str, spec: dict) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"bertedu {command}", description=spec["description"],
                                      formatter_class=_HelpFormatter)
     made = {g.title: g for g in parser._action_groups}
-    groups = [made.get(title) or parser.add_argument_group(title, description) for title, description in spec["groups"]]
+    groups = [made.get(title) or parser.add_argument_group(title, description)
+              for title, description in spec["groups"]]
     actions = {"BooleanOptionalAction": argparse.BooleanOptionalAction, "_StoreTrueAction": "store_true"}
     for arg in spec["arguments"]:
         kind = arg.get("kind", "_StoreAction")
-        more = {"action": actions[kind]} if kind in actions else {k: arg.get(k) for k in ("nargs", "metavar", "choices")}
+        more = {"action": actions[kind]} if kind in actions else \
+            {k: arg.get(k) for k in ("nargs", "metavar", "choices")}
         text = arg["help"].replace("%", "%%") if "help" in arg else None
         flags = arg.get("flags", [])
         if not flags:
@@ -371,7 +373,8 @@ def write_help_snapshot() -> str:
         "shows them, so that `bertedu <command> --help` answers without importing torch (cli.py).\n"
         'Do not edit: tests/test_cli.py checks it against the parser."""\n\n'
         f"SOURCES_SHA256 = {help_sources_sha256()!r}\n\n"
-        f"FLAGS = {pprint.pformat(parser_spec(build_parser()), width=116, compact=True, sort_dicts=False)}\n", encoding="utf-8")
+        f"FLAGS = (\n{pprint.pformat(parser_spec(build_parser()), width=116, compact=True, sort_dicts=False)}\n)\n",
+        encoding="utf-8")
     return str(path)
 
 
@@ -429,7 +432,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             signal.signal(signal.SIGTERM, python_sigterm)
 
 
-class _Terminated(Exception):
+class _Terminated(BaseException):
     """SIGTERM outside the training loop (which installs its own handler and stops after a step)."""
 
 

@@ -2,9 +2,10 @@
 shows them, so that `bertedu <command> --help` answers without importing torch (cli.py).
 Do not edit: tests/test_cli.py checks it against the parser."""
 
-SOURCES_SHA256 = '4eb517f8c9fb2faaceec1331f2304a9d988d70b01fa0f44d15ccb06b3cc83726'
+SOURCES_SHA256 = '3a0a21def97fb6886165bf30d9ad9576c586fa1129b56ca2bbbbe3094acd665f'
 
-FLAGS = {'pretrain': {'description': 'Pretrain a BertForPreTraining (masked LM + next sentence prediction). A preset alone '
+FLAGS = (
+{'pretrain': {'description': 'Pretrain a BertForPreTraining (masked LM + next sentence prediction). A preset alone '
                              "runs on the embedded English Wikipedia. The paper's two phases: run with "
                              "--max-seq-length 128, then again with --max-seq-length 512 --init-from <first run's "
                              '--out> for the last 10% of steps. The minilm-mlm recipe (MiniLM given an MLM head): '
@@ -1035,3 +1036,4 @@ FLAGS = {'pretrain': {'description': 'Pretrain a BertForPreTraining (masked LM +
                            'help': 'write into OUT even if it holds files',
                            'nargs': 0,
                            'kind': '_StoreTrueAction'}]}}
+)
