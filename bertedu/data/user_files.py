@@ -138,14 +138,14 @@ def _sniff_glue(path: Path, lines: list[str], options: dict) -> None:
     its labels (0/1 for SST-2 and MRPC; MNLI's three words) in the lines read."""
     if not lines:
         raise DataFormatError(path, None, "empty")
-    if not GLUE_FILE.match(path.name):
-        raise DataFormatError(path, None, f"not one of GLUE's file names ({path.name}; GLUE's are train.tsv, "
-                              "dev.tsv, test.tsv, dev_matched.tsv, ...)")
     header = lines[0].split("\t")
     if not is_glue_header(header):
         raise DataFormatError(path, 1, f"the first line {lines[0][:60]!r} is not a GLUE header (SST-2: sentence, "
                               "label; MRPC: Quality, #1 ID, #2 ID, #1 String, #2 String; MNLI: index, promptID, "
                               "pairID, genre, ... sentence1, sentence2, ... gold_label)")
+    if not GLUE_FILE.match(path.name):
+        raise DataFormatError(path, None, f"not one of GLUE's file names ({path.name}; GLUE's are train.tsv, "
+                              "dev.tsv, test.tsv, dev_matched.tsv, ...)")
     task = glue_schema(header)
     label_column = GLUE_SCHEMAS[task][2]
     if label_column not in header:
