@@ -8,7 +8,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from bertedu import BertConfig, BertForPreTraining  # noqa: E402
-from bertedu.course import diagrams  # noqa: E402
+from bertedu.course import diagrams, mechanisms  # noqa: E402
 
 MINILM = (BertConfig.minilm, "minilm")
 
@@ -45,6 +45,8 @@ PICTURES = {
     **{f"you_are_here({n}, base)": (lambda n=n: diagrams.you_are_here(n, BertConfig.base())) for n in (7, 8, 12)},
     **{f"task_heads({t}, {k})": (lambda t=t, c=c, k=k: diagrams.task_heads(t, c(), k))
        for t in [None, *diagrams.TASK_PANELS] for c, k in (MINILM, (BertConfig.base, "bert"))},
+    **{f"task_heads({t}, lesson {n})": (lambda t=t, n=n: diagrams.task_heads(t, *diagrams.lesson_model(n)))
+       for n, t in ((8, "classification"), (9, "tagging"), (10, "pair"), (11, "qa"))},
     **{f"family_differences({n})": (lambda n=n: diagrams.family_differences(n)) for n in diagrams.FAMILY},
     "input_representation": lambda: diagrams.input_representation(["[CLS]", "hi", "[SEP]", "yo", "[SEP]"], [0] * 3 + [1] * 2),
     "attention_flow": lambda: diagrams.attention_flow(BertConfig.minilm()),
@@ -114,6 +116,7 @@ def test_the_lessons_models():
     names = {n: diagrams.model_name(*diagrams.lesson_model(n)) for n in diagrams.LESSON_MODELS}
     assert {names[n] for n in (1, 2, 3, 4, 8, 10, 11, 13, 14)} == {"all-MiniLM-L6-v2"}
     assert (names[0], names[15], names[16], names[17]) == ("BERT-BASE", "RoBERTa-BASE", "ALBERT-BASE", "GPT tiny")
+    assert names[9] == names[19] == "course-zh (BERT tiny)"
     student, _ = diagrams.lesson_model(18)
     assert (student.num_hidden_layers, student.hidden_size, student.type_vocab_size) == (3, 384, 0)
     from bertedu.pretrained import masked_lm_vocab_path
@@ -121,7 +124,7 @@ def test_the_lessons_models():
     n_pieces = len(masked_lm_vocab_path("course-zh").read_text(encoding="utf-8").splitlines())
     for notebook in (9, 19):  # 09 fine-tunes course-zh, 19 masks with it: read from its config.json, not typed
         zh, kind = diagrams.lesson_model(notebook)
-        assert (zh.vocab_size, zh.num_hidden_layers, kind) == (n_pieces, 2, "bert-mlm")
+        assert (zh.vocab_size, zh.num_hidden_layers, kind) == (n_pieces, 2, "course-zh")
 
 
 def test_the_gpu_scale_runs_bert_base(monkeypatch):
@@ -147,14 +150,16 @@ def test_the_minilm_preset_is_the_shipped_checkpoints_shape():
 @pytest.mark.parametrize("kind, present, absent", [
     ("bert", ["MLM + NSP", "token + segment + position"], ["causal"]),
     ("minilm", ["no MLM or NSP head", "all-MiniLM-L6-v2"], ["MLM + NSP"]),
-    ("bert-mlm", ["MLM only (no NSP)"], ["MLM + NSP"]),
+    ("bert-mlm", ["MLM only (no NSP)", "the cat"], ["MLM + NSP"]),
+    ("course-zh", ["MLM only (no NSP)", "Chinese sentence", "one piece per character"], ["MLM + NSP", "the cat"]),
     ("gpt", ["causal self-attention", "no MLM, no NSP", "token + position"], ["segment", "[CLS]"]),
-    ("distilbert", ["no pooler, no NSP", "token + position"], ["segment"]),
+    ("distilbert", ["distilled from a teacher", "no pooler, no NSP", "token + position"], ["segment"]),
     ("roberta", ["MLM only (no NSP)", "one segment row", "byte-level BPE"], ["MLM + NSP"]),
     ("albert", ["E = 128, projected to H = 768", "looped", "sentence order"], ["MLM + NSP"]),
 ])
 def test_each_kind_draws_its_own_embeddings_and_heads(kind, present, absent):
-    config, _ = next(diagrams.lesson_model(n) for n in diagrams.LESSON_MODELS if diagrams.LESSON_MODELS[n][1] == kind)
+    config = next((diagrams.lesson_model(n)[0] for n in diagrams.LESSON_MODELS if diagrams.LESSON_MODELS[n][1] == kind),
+                  BertConfig.tiny())
     text = _texts(diagrams.you_are_here(4, config, kind))
     assert all(p in text for p in present) and not any(a in text for a in absent), text
     plt.close("all")
@@ -281,14 +286,16 @@ def test_training_memory_counts_the_weights_and_what_autograd_saves(config, batc
     assert parts["weights"] == parts["gradients"] == 4 * n and parts["optimizer moments"] == 8 * n
     measured = _saved_activation_bytes(config, batch, length)
     assert abs(parts["activations"] - measured) / measured < 0.03, (parts["activations"], measured)
+    with pytest.raises(ValueError, match="dropout on"):
+        diagrams.training_memory(config.replace(hidden_dropout_prob=0.0), batch, length)
 
 
 def test_memory_split_shows_the_computed_parts():
     config = BertConfig.base()
     parts = diagrams.training_memory(config, 8, 128)
     text = _texts(diagrams.memory_split(config, 8, 128))
-    assert diagrams._bytes(sum(parts.values())) in text and "BERT-BASE" in text and "8 × 128" in text
-    assert all(f"{name}: {diagrams._bytes(size)}" in text for name, size in parts.items())
+    assert mechanisms._bytes(sum(parts.values())) in text and "BERT-BASE" in text and "8 × 128" in text
+    assert all(f"{name}: {mechanisms._bytes(size)}" in text for name, size in parts.items())
     plt.close("all")
 
 

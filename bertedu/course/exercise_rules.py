@@ -5,8 +5,8 @@ if the learner has to do it. Each rule below returns the ways a notebook lets a 
 work, one `Violation` each, with the exercise, the cell and the fix:
 
 - `reference_in_namespace` (a): the check compares the answer with a bertedu function, or a
-  function defined in a cell, that an exercise cell above the solution (the set-up cell, an
-  earlier exercise) already put in the learner's namespace, so ``answer = reference(...)``
+  function defined in a cell, that a cell above the solution (the lesson's imports, the set-up
+  cell, an earlier exercise) already put in the learner's namespace, so ``answer = reference(...)``
   passes. Also: the check compares ``your_function(obj, x)`` with ``obj(x)`` (the object handed
   to the learner computes the answer) and does not run it under ``forbid_calls(obj)``.
 - `reveals_before_check` (b): a check cell prints a computed value before its last comparison,
@@ -17,17 +17,20 @@ work, one `Violation` each, with the exercise, the cell and the fix:
 - `answer_above` (d): a piece of code in the prose above the solution (an inline code span)
   that is the solution's own code, or a predicted number that an output above already prints.
 
-The namespace a rule reads is the one the exercises are written for: the exercise cells above
-the solution (they run on their own after a kernel restart, see tests/test_exercises.py). What a
-learner also holds after running the lesson's cells above is left out: the exercises are about
-the lesson's tools, and a predict exercise can always be computed with them.
+The namespace a rule reads is that of a learner who ran the notebook from the top: every code
+cell above the solution, the lesson's and the exercises'. A name is reachable when it is bound to
+the reference itself (under any name) or to the module the reference lives in or was imported from
+(`metrics` for `metrics.normalize_answer`); reaching down from a package (`bertedu.model.tasks...`
+after `import bertedu`) is as deliberate as an import and is not counted.
 
     python -m bertedu.course.exercise_rules notebooks/      # every violation, one a line; exit 1 if any
 
-The fixes use two helpers of bertedu.course.exercises: `reference("module:name")` fetches the
+The fixes use three helpers of bertedu.course.exercises: `put_away(globals(), "name")` in the set-up
+cell takes what the lesson imported out of the namespace, `reference("module:name")` fetches the
 reference inside the check without binding a name, and `forbid_calls(obj)` makes calling the
-handed object raise while the learner's function runs. Introduced for issue 57 item 3; tested
-in tests/test_exercise_rules.py.
+handed object raise while the learner's function runs. What the rules cannot see (a solution that
+retypes a worked example, an answer written out in prose) is listed in tests/test_exercise_rules.py.
+Introduced for issue 57 item 3.
 """
 
 from __future__ import annotations
@@ -127,6 +130,8 @@ def bindings(tree: ast.Module, cell: int) -> list[Binding | tuple[str, None]]:
                 for a in node.names:
                     found.append(Binding(a.asname or a.name.split(".")[0], cell, "import",
                                          a.name if a.asname else a.name.split(".")[0]))
+                    if not a.asname and "." in a.name:  # `import a.b.c` also makes a.b.c reachable by its path
+                        found.append(Binding(a.name, cell, "import", a.name))
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
                     found.append(Binding(a.asname or a.name, cell, "import", f"{node.module}.{a.name}"))
@@ -134,6 +139,8 @@ def bindings(tree: ast.Module, cell: int) -> list[Binding | tuple[str, None]]:
                 found.append(Binding(node.name, cell, "def"))
             elif isinstance(node, ast.Delete):
                 found.extend((name, None) for t in node.targets for name in _store_names_del(t))
+            elif _put_away(node):
+                found.extend((name, None) for name in _put_away(node))
             else:
                 value = getattr(node, "value", None)
                 target = _reference_target(value) if value is not None else None
@@ -145,6 +152,14 @@ def bindings(tree: ast.Module, cell: int) -> list[Binding | tuple[str, None]]:
 
     visit(tree.body)
     return found
+
+
+def _put_away(node: ast.AST) -> list[str]:
+    """The names `put_away(globals(), "a", "b")` takes out of the namespace (bertedu.course.exercises)."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", "")) == "put_away"):
+        return []
+    return [a.value for a in call.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
 
 
 def _store_names_del(target: ast.AST) -> list[str]:
@@ -164,10 +179,11 @@ def _targets(node: ast.AST) -> list[ast.AST]:
 
 
 def namespace_before(nb, index: int) -> dict[str, Binding]:
-    """What the exercise cells above cell `index` leave bound, name -> its last binding."""
+    """What the code cells above cell `index` (the lesson's and the exercises') leave bound, name -> its
+    last binding: the namespace of a learner who ran the notebook from the top."""
     names: dict[str, Binding] = {}
     for i, cell in enumerate(nb["cells"][:index]):
-        if cell["cell_type"] != "code" or not ex.is_exercise_cell(cell):
+        if cell["cell_type"] != "code":
             continue
         for b in bindings(parse(_source(cell)), i):
             if isinstance(b, Binding):
@@ -219,7 +235,7 @@ class Context:
     kind: str  # metadata bertedu.kind ("predict", "derive", ...)
     learner: set[str]  # the names the solution cell binds
     predicted: set[str]  # the values bound by top-level statements between the solution markers
-    namespace: dict[str, Binding]  # what the exercise cells above leave bound
+    namespace: dict[str, Binding]  # what the cells above the solution leave bound
 
 
 def _marked_lines(source: str) -> set[int]:
@@ -414,13 +430,13 @@ def producers(flow: CheckFlow, expressions: list[ast.expr], namespace: dict[str,
 
 
 def _reachable(target: str, namespace: dict[str, Binding]) -> Binding | None:
-    """The binding above that gives the learner `target` (the same object, or a module holding it)."""
+    """The binding above that gives the learner `target`: the same object under any name, or the module
+    it is defined in or was imported from (`metrics` for `metrics.normalize_answer`). A package further up
+    (`import bertedu`) does not count: reaching down through it is as deliberate as an import."""
     wanted = canonical(target)
+    modules = {wanted.rpartition(".")[0], target.rpartition(".")[0]}
     for b in namespace.values():
-        if b.kind != "import":
-            continue
-        held = canonical(b.target)
-        if held == wanted or wanted.startswith(held + ".") or target.startswith(b.target + "."):
+        if b.kind == "import" and (canonical(b.target) == wanted or b.target in modules):
             return b
     return None
 
@@ -428,7 +444,7 @@ def _reachable(target: str, namespace: dict[str, Binding]) -> Binding | None:
 def _where(b: Binding, nb) -> str:
     grade_id = nb["cells"][b.cell].get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
     what = "the set-up cell" if grade_id.endswith("setup") else "an exercise cell above"
-    return f"{what} c{b.cell} ({grade_id})" if grade_id else f"cell c{b.cell}"
+    return f"{what} c{b.cell} ({grade_id})" if grade_id else f"the lesson's cell c{b.cell}"
 
 
 def _reference_sides(flow: CheckFlow) -> list[tuple[ast.AST, list[ast.expr], list[ast.expr]]]:
@@ -467,9 +483,27 @@ def _reference_message(p: Producer, origin: Binding, check: int, nb) -> str:
                 f"learner can call it. Fix: compute the reference inside the check (define it there with a leading "
                 f"underscore, or call the library through reference(\"module:name\")), not in a cell above")
     module, _, name = p.target.rpartition(".")
-    return (f"check c{check} compares the answer with {p.call}, which {_where(origin, nb)} binds as "
-            f"`{origin.name}`, so the learner can call it. Fix: remove that import from c{origin.cell} and write "
-            f"reference(\"{module}:{name}\")(...) in the check (bertedu.course.exercises.reference)")
+    holders = _holders(nb, check, p.target)
+    lesson = sorted({b.name for b in holders if not ex.is_exercise_cell(nb["cells"][b.cell])})
+    exercise = sorted({b.cell for b in holders if ex.is_exercise_cell(nb["cells"][b.cell])})
+    fixes = [f"remove the import from c{', c'.join(map(str, exercise))}"] if exercise else []
+    if lesson:
+        fixes.append("put_away(globals(), " + ", ".join(f'"{n}"' for n in lesson) + ") in the set-up cell")
+    fixes.append(f"write reference(\"{module}:{name}\")(...) in the check")
+    where = "; ".join(f"{_where(b, nb)} as `{b.name}`" for b in holders)
+    return (f"check c{check} compares the answer with {p.call}, which the learner holds ({where}) and can call. "
+            f"Fix: {'; '.join(fixes)} (helpers of bertedu.course.exercises)")
+
+
+def _holders(nb, index: int, target: str) -> list[Binding]:
+    """Every binding of the cells above `index` that gives the learner `target` (the last one counts
+    in the namespace; a fix must remove them all)."""
+    found = []
+    for i, cell in enumerate(nb["cells"][:index]):
+        if cell["cell_type"] == "code":
+            found += [b for b in bindings(parse(_source(cell)), i)
+                      if isinstance(b, Binding) and _reachable(target, {b.name: b}) is not None]
+    return found
 
 
 def _expand(flow: CheckFlow, expressions: list[ast.expr], table: dict[str, list[ast.expr]]) -> list[ast.AST]:
@@ -724,8 +758,9 @@ def _arithmetic(statement: ast.stmt) -> bool:
     safe = (ast.Assign, ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.List,
             ast.Tuple, ast.Load, ast.Store, ast.Call, ast.Attribute)
     nodes = list(ast.walk(statement))
+    attributes = [n for n in nodes if isinstance(n, ast.Attribute)]
     return (isinstance(statement, ast.Assign) and all(isinstance(n, safe) for n in nodes)
-            and all(isinstance(n.value, ast.Name) and n.value.id == "math" for n in nodes if isinstance(n, ast.Attribute)))
+            and all(isinstance(n.value, ast.Name) and n.value.id == "math" for n in attributes))
 
 
 def _predicted_values(c: Context, nb) -> dict:

@@ -234,6 +234,15 @@ def reference(path: str) -> Any:
     return value
 
 
+def put_away(namespace: dict, *names: str) -> None:
+    """Take names that answer an exercise out of the learner's namespace, in the set-up cell:
+    ``put_away(globals(), "normalize_answer")`` after a lesson that imported ``normalize_answer``,
+    before an exercise that asks you to write it. A name that is not there (a kernel restarted at
+    the set-up cell) is fine; run the lesson's first cell again to have it back."""
+    for name in names:
+        namespace.pop(name, None)
+
+
 class forbid_calls:  # noqa: N801 (used as a context manager, read like `with torch.no_grad():`)
     """Within the ``with`` block, calling ``obj`` (an ``nn.Module``'s forward, or any callable
     object) or one of its named ``methods`` raises an ExerciseError that says so.
