@@ -101,18 +101,21 @@ LESSON_MODELS: dict[int, tuple[Callable[[], BertConfig], str]] = {
 
 def lesson_model(notebook: int, scale: str = "cpu") -> tuple[BertConfig, str]:
     """(config, kind) of the model lesson `notebook` runs at `scale` (the notebook's SCALE):
-    `LESSON_MODELS`; at "gpu", 07 and 12 run BERT-BASE, and 08-11 fine-tune notebook 07's
-    BERT-BASE run when $BERTEDU_PRETRAINED names one (`gpu_scale_init`), else MiniLM."""
+    `LESSON_MODELS`; at "gpu", 07 and 12 run BERT-BASE (07 with the route's budget recipe, MLM
+    only), and 08-11 fine-tune notebook 07's BERT-BASE run when $BERTEDU_PRETRAINED names one
+    (`gpu_scale_init`), else MiniLM."""
     if notebook not in LESSON_MODELS:
         raise ValueError(f"no lesson {notebook}; the lessons are 0-{max(LESSON_MODELS)}")
     if scale not in ("cpu", "gpu"):
         raise ValueError(f"scale is 'cpu' or 'gpu', not {scale!r}")
-    if scale == "gpu" and notebook in (7, 12):
+    if scale == "gpu" and notebook == 12:
         return BertConfig.base(), "bert"
+    if scale == "gpu" and notebook == 7:  # the route's budget recipe: masked LM only
+        return BertConfig.base(), "bert-mlm"
     if scale == "gpu" and notebook in (8, 9, 10, 11):
         from ..training.finetune import gpu_scale_init
 
-        return (BertConfig.minilm(), "minilm") if gpu_scale_init()[0] == "minilm" else (BertConfig.base(), "bert")
+        return (BertConfig.minilm(), "minilm") if gpu_scale_init()[0] == "minilm" else (BertConfig.base(), "bert-mlm")
     make, kind = LESSON_MODELS[notebook]
     return make(), kind
 
