@@ -49,18 +49,14 @@ def test_cross_validation_and_majority_baseline():
     assert majority.tolist() == [False, False, True, True, False, False]  # each fold gets the OTHER fold's majority
 
 
-def test_pooling_by_the_mean_or_the_most_confident_view():
-    probs = torch.tensor([[0.9, 0.1], [0.4, 0.6], [0.45, 0.55], [0.3, 0.7], [0.5, 0.5]])  # (5 views, 2)
+def test_pooling_by_the_mean_vote_or_the_maximum_vector():
+    probs = torch.tensor([[0.9, 0.1], [0.4, 0.6], [0.5, 0.5], [0.3, 0.7], [0.5, 0.5]])  # (5 views, 2)
     owner = torch.tensor([0, 0, 0, 1, 1])  # document 0 has three views, document 1 two
-    mean = long_inputs.pooled(probs, owner, 2, "mean")
-    torch.testing.assert_close(mean, torch.tensor([[1.75 / 3, 1.25 / 3], [0.4, 0.6]]))
-    confident = long_inputs.pooled(probs, owner, 2, "confident")
-    torch.testing.assert_close(confident, torch.tensor([[0.9, 0.1], [0.3, 0.7]]))  # one sure view decides
-    assert mean[0].argmax() == confident[0].argmax() == 0
-    tie = long_inputs.pooled(torch.tensor([[0.2, 0.8], [0.8, 0.2]]), torch.tensor([0, 0]), 1, "confident")
-    torch.testing.assert_close(tie, torch.tensor([[0.2, 0.8]]))  # the first on a tie
-    with pytest.raises(ValueError, match="unknown pool"):
-        long_inputs.pooled(probs, owner, 2, "max")
+    torch.testing.assert_close(long_inputs.pooled(probs, owner, 2), torch.tensor([[0.6, 0.4], [0.4, 0.6]]))
+    X = torch.tensor([[1.0, -2.0], [0.0, 5.0], [-1.0, 0.0], [2.0, 2.0], [3.0, -1.0]])  # (5 views, D=2)
+    torch.testing.assert_close(long_inputs.max_pooled(X, owner, 2), torch.tensor([[1.0, 5.0], [3.0, 2.0]]))
+    shuffled = torch.tensor([4, 2, 0, 3, 1])  # the order of the views does not matter
+    torch.testing.assert_close(long_inputs.max_pooled(X[shuffled], owner[shuffled], 2), long_inputs.max_pooled(X, owner, 2))
 
 
 def test_placed_puts_the_passage_at_a_known_place():

@@ -4,7 +4,8 @@
     views              what a method reads of one document: a list of piece lists of K pieces
     ViewEncoder        a frozen encoder's mean-pooled vector of each view, each view encoded once
     majority_baseline  the same folds, predicting the training folds' most common label
-    pooled             a document's probabilities from its views': their mean, or the most confident view's
+    pooled             a document's probabilities: the mean of its views' (a vote)
+    max_pooled         a document's vector: the elementwise maximum of its views' (hierarchical)
     cross_validated    accuracy per document: a softmax-regression head fitted on the other folds
                        (to convergence, its L2 chosen on held-out books), window predictions pooled
 
@@ -71,34 +72,29 @@ class ViewEncoder:
 L2_GRID = (1e-2, 1e-1, 1.0)  # the head's L2 strengths tried on held-out books
 
 
-def pooled(probs: torch.Tensor, owner: torch.Tensor, n_docs: int, pool: str = "mean") -> torch.Tensor:
-    """Each document's class probabilities (n_docs, C) from its views' (n_views, C).
+def pooled(probs: torch.Tensor, owner: torch.Tensor, n_docs: int) -> torch.Tensor:
+    """Each document's class probabilities (n_docs, C): the mean of its views' (n_views, C), every
+    view one equal vote."""
+    counts = torch.bincount(owner, minlength=n_docs).unsqueeze(1)  # (n_docs, 1) views per document
+    return torch.zeros(n_docs, probs.shape[1], dtype=probs.dtype).index_add_(0, owner, probs) / counts
 
-    pool="mean": the mean of its views' probabilities, every view one equal vote.
-    pool="confident": the probabilities of its most confident view (the highest top probability;
-    the first on a tie), so one view that is sure outweighs several that are not.
-    """
-    if pool == "mean":
-        counts = torch.bincount(owner, minlength=n_docs).unsqueeze(1)  # (n_docs, 1) views per document
-        return torch.zeros(n_docs, probs.shape[1], dtype=probs.dtype).index_add_(0, owner, probs) / counts
-    if pool == "confident":
-        sure = probs.max(-1).values  # (n_views,)
-        best = torch.full((n_docs,), -1.0, dtype=sure.dtype).scatter_reduce(0, owner, sure, "amax")  # (n_docs,)
-        index = torch.arange(len(owner))
-        candidates = torch.where(sure == best[owner], index, len(owner))  # (n_views,) the best views' indices
-        first = torch.full((n_docs,), len(owner)).scatter_reduce(0, owner, candidates, "amin")  # (n_docs,)
-        return probs[first]
-    raise ValueError(f"unknown pool {pool!r}; choose 'mean' or 'confident'")
+
+def max_pooled(X: torch.Tensor, owner: torch.Tensor, n_docs: int) -> torch.Tensor:
+    """One vector per document (n_docs, D): the elementwise maximum of its views' vectors X
+    (n_views, D), the "hierarchical" reading of Sun et al. 2019 (section 5.3): encode every piece,
+    pool, then classify the document once. A feature that one window shows strongly survives."""
+    out = torch.full((n_docs, X.shape[1]), float("-inf"), dtype=X.dtype)
+    return out.scatter_reduce(0, owner.unsqueeze(1).expand_as(X), X, "amax")  # (n_docs, D)
 
 
 def cross_validated(X: torch.Tensor, y: torch.Tensor, owner: torch.Tensor, fold: torch.Tensor,
-                    n_classes: int, grid: Sequence[float] = L2_GRID, pool: str = "mean") -> torch.Tensor:
+                    n_classes: int, grid: Sequence[float] = L2_GRID) -> torch.Tensor:
     """Per document, whether it is classified right when its fold is the test fold.
 
     X (n_views, D) the views' vectors, owner (n_views,) each view's document, y and fold
     (n_docs,). For each test fold the head is fitted on the views of the other folds: its L2
     strength chosen by `pick_l2` with one of them as dev (the held-out books), then refitted on
-    both. A document's prediction pools its views' probabilities (`pooled`).
+    both. A document's prediction is the mean of its views' probabilities (`pooled`).
     """
     n_docs, folds = len(y), fold.unique().tolist()
     correct = torch.zeros(n_docs, dtype=torch.bool)
@@ -109,7 +105,7 @@ def cross_validated(X: torch.Tensor, y: torch.Tensor, owner: torch.Tensor, fold:
                         (X[part[train_folds[-1]]], y[owner][part[train_folds[-1]]]), n_classes, grid)
         train = fold[owner] != k
         predict = fit_logistic(X[train], y[owner][train], n_classes, l2=l2)
-        probs = pooled(predict(X), owner, n_docs, pool)  # (n_docs, C)
+        probs = pooled(predict(X), owner, n_docs)  # (n_docs, C)
         correct[fold == k] = (probs.argmax(-1) == y)[fold == k]
     return correct
 
