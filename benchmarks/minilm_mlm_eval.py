@@ -1,6 +1,6 @@
 """Measure a minilm-mlm recipe run (`bertedu pretrain --init-from minilm --packing documents ...`,
 bertedu/weights/minilm-mlm/COMMAND.md) the way the shipped minilm-mlm is measured: its newest
-checkpoint's weights through fp16 and back (as `python -m bertedu.training.export ... --minilm`
+checkpoint's weights through fp16 and back (as `python -m bertedu.training.ship ... --minilm`
 ships them; the frozen word embeddings stay MiniLM's), all 298 held-out sequences
 (`bertedu.training.heldout.masked_accuracy`), and the 26 probes and 8 one-word-changed pairs
 of tests/test_pretrained.py. A shipped name (minilm-mlm) is measured as it is.
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_pretrained import PAIRS, PROBES, mask_probability, top5  # noqa: E402
 
 from bertedu.pretrained import MASKED_LMS  # noqa: E402
-from bertedu.training.export import trainable_state  # noqa: E402
+from bertedu.training.ship import trainable_state  # noqa: E402
 from bertedu.training.heldout import masked_accuracy  # noqa: E402
 from bertedu.training.pretrain import load_masked_lm_or_run  # noqa: E402
 

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import sys
 import textwrap
 import typing
@@ -193,15 +194,18 @@ def _add_run_commands(sub) -> None:
 
     e = sub.add_parser("evaluate", formatter_class=_HelpFormatter, help=COMMAND_HELP["evaluate"],
                        description="Score a `bertedu finetune --out` folder on a split of a task (by default the "
-                                   "test split of the task it was fine-tuned on), read with the run's data seed, "
-                                   "sequence settings and columns; prints the metrics as JSON, as finetune reports "
-                                   "them.")
+                                   "test split of the task it was fine-tuned on, as the run had it: the numbers in "
+                                   "its results.json), read with the run's data seed, sequence settings and columns; "
+                                   "prints the metrics as JSON, as finetune reports them.")
     e.add_argument("run", help="a `bertedu finetune --out` folder")
     e.add_argument("--task", help="an embedded task, a canonical one or a PATH (default: the run's own task)")
     e.add_argument("--split", default="test", help="the split to score: test, dev, train or an extra split "
                                                    "(default: test)")
     e.add_argument("--max-eval", type=positive_int, default=None,
-                   help="score a seeded subsample of at most N examples (the run's --data-seed; default: all)")
+                   help="score a seeded subsample of at most N examples of the split, whichever it is (the run's "
+                        "--data-seed; default: on the run's own task, the examples the run had, its --max-train / "
+                        "--max-eval subsample, so the test split gives its results.json; on another task, all)")
+    _add_column_flags(e)
     _add_progress_flag(e)
 
     x = sub.add_parser("export", formatter_class=_HelpFormatter, help=COMMAND_HELP["export"],
@@ -244,6 +248,14 @@ def _add_masked_lm_commands(sub) -> None:
     _add_progress_flag(m)
 
 
+def _add_column_flags(parser: argparse.ArgumentParser) -> None:
+    """`bertedu evaluate`'s --text-column, --text-pair-column and --label-column, as finetune's."""
+    for flag, what in (("--text-column", "the text"), ("--text-pair-column", "a pair's second text"),
+                       ("--label-column", "the label")):
+        parser.add_argument(flag, default=None, help=f"--task PATH: the column of {what} (default: the run's own "
+                                                     "on its own task, else the common names, as finetune)")
+
+
 def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
                         help="say on stderr, on a terminal, what is being loaded and scored and how long it took "
@@ -275,10 +287,113 @@ def _resume_command(command: str, argv: Sequence[str]) -> str:
     return shlex.join([*launcher, *args, "--resume"])
 
 
+# ---- `bertedu <command> --help` without torch ------------------------------------------------------
+# The flags come from config dataclasses in modules that import torch (3 s). Their help is kept,
+# as data, in training/cli_flags.py, with the sha256 of the sources it was built from: while they
+# match, --help is built from it; otherwise from the real parser. tests/test_cli.py checks it is
+# current; after changing a flag, write it again with `python -m bertedu.cli --write-help-snapshot`.
+HELP_SOURCES = ("cli.py", "utils.py", "pretrained.py", "model/config.py", "data/task_data.py",
+                "training/config.py", "training/loop.py", "training/pretrain.py", "training/finetune.py",
+                "training/distill.py")
+
+
+def help_sources_sha256() -> str:
+    """One sha256 over the sources `build_parser` reads its flags from (HELP_SOURCES)."""
+    import hashlib
+    from pathlib import Path
+
+    digest = hashlib.sha256()
+    for name in HELP_SOURCES:
+        digest.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def parser_spec(parser: argparse.ArgumentParser) -> dict:
+    """Each command's description, argument groups and arguments (in the parser's order, each
+    with its group's index), every argument as its help shows it."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    spec = {}
+    for name, command in sub.choices.items():
+        group_of = {id(a): i for i, g in enumerate(command._action_groups) for a in g._group_actions}
+        arguments = []
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            argument = {"flags": list(action.option_strings), "dest": action.dest, "group": group_of[id(action)],
+                        "help": command._get_formatter()._expand_help(action) if action.help else None,
+                        "nargs": action.nargs, "metavar": action.metavar,
+                        "choices": [str(c) for c in action.choices] if action.choices else None,
+                        "kind": type(action).__name__}
+            arguments.append({k: v for k, v in argument.items() if v not in (None, [], "_StoreAction")})
+        groups = [[g.title, g.description] for g in command._action_groups]
+        spec[name] = {"description": command.description, "groups": groups, "arguments": arguments}
+    return spec
+
+
+def _help_from_spec(command: str, spec: dict) -> argparse.ArgumentParser:
+    """A parser that prints what `build_parser()`'s `command` prints for --help (and parses nothing)."""
+    parser = argparse.ArgumentParser(prog=f"bertedu {command}", description=spec["description"],
+                                     formatter_class=_HelpFormatter)
+    made = {g.title: g for g in parser._action_groups}
+    groups = [made.get(title) or parser.add_argument_group(title, description)
+              for title, description in spec["groups"]]
+    actions = {"BooleanOptionalAction": argparse.BooleanOptionalAction, "_StoreTrueAction": "store_true"}
+    for arg in spec["arguments"]:
+        kind = arg.get("kind", "_StoreAction")
+        more = {"action": actions[kind]} if kind in actions else \
+            {k: arg.get(k) for k in ("nargs", "metavar", "choices")}
+        text = arg["help"].replace("%", "%%") if "help" in arg else None
+        flags = arg.get("flags", [])
+        if not flags:
+            groups[arg["group"]].add_argument(arg["dest"], help=text, **more)
+        else:  # BooleanOptionalAction adds each --no-X itself
+            flags = flags[::2] if kind == "BooleanOptionalAction" else flags
+            groups[arg["group"]].add_argument(*flags, dest=arg["dest"], help=text, **more)
+    return parser
+
+
+def _print_command_help(command: str) -> bool:
+    """Print `bertedu COMMAND --help` from training/cli_flags.py if it is current; False if not."""
+    from .training import cli_flags
+
+    if command not in cli_flags.FLAGS or cli_flags.SOURCES_SHA256 != help_sources_sha256():
+        return False
+    _help_from_spec(command, cli_flags.FLAGS[command]).print_help()
+    return True
+
+
+def write_help_snapshot() -> str:
+    """Write training/cli_flags.py from `build_parser()` (run after changing a flag); its path."""
+    import pprint
+    from pathlib import Path
+
+    path = Path(__file__).parent / "training" / "cli_flags.py"
+    path.write_text(
+        '"""Generated by `python -m bertedu.cli --write-help-snapshot`: every command\'s flags as its --help\n'
+        "shows them, so that `bertedu <command> --help` answers without importing torch (cli.py).\n"
+        'Do not edit: tests/test_cli.py checks it against the parser."""\n\n'
+        f"SOURCES_SHA256 = {help_sources_sha256()!r}\n\n"
+        f"FLAGS = (\n{pprint.pformat(parser_spec(build_parser()), width=116, compact=True, sort_dicts=False)}\n)\n",
+        encoding="utf-8")
+    return str(path)
+
+
+def _quiet_openmp() -> None:
+    """OMP_WAIT_POLICY=PASSIVE unless the user set it: OpenMP threads that spin while waiting took
+    twice the time next to one other busy process on two cores (issue 60). Read when torch loads."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _quiet_openmp()
     if argv in (["-h"], ["--help"]):
         command_list_parser().print_help()
+        return 0
+    if argv == ["--write-help-snapshot"]:
+        print(write_help_snapshot())
+        return 0
+    if argv and argv[0] in COMMAND_HELP and ("-h" in argv or "--help" in argv) and _print_command_help(argv[0]):
         return 0
     from .training.jobs import TrainingInterrupted
 
@@ -292,8 +407,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # for a caller that runs main() in its own process).
     python_format = warnings.formatwarning
     warnings.formatwarning = lambda message, *_, **__: f"bertedu {args.command}: warning: {message}\n"
+    python_sigterm = _say_sigterm()
     try:
         return _run(args)
+    except _Terminated:  # outside training (set-up, or the scoring after it): nothing of this step to keep
+        print(f"bertedu {args.command}: terminated (SIGTERM) before training started or after it ended; nothing "
+              "was saved after the last checkpoint", file=sys.stderr)
+        return 143
     except UserError as err:
         _error(args.command, err)
         return 2
@@ -308,6 +428,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 130
     finally:
         warnings.formatwarning = python_format
+        if python_sigterm is not None:
+            signal.signal(signal.SIGTERM, python_sigterm)
+
+
+class _Terminated(BaseException):
+    """SIGTERM outside the training loop (which installs its own handler and stops after a step)."""
+
+
+def _say_sigterm():
+    """SIGTERM raises _Terminated, so that it ends with a line saying what was kept; the previous
+    handler, or None where none can be installed (not the main thread) or the signal is ignored."""
+    def terminated(signum, frame):
+        raise _Terminated()
+
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+            return None
+        return signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main thread
+        return None
 
 
 def _print_summary(result) -> None:
@@ -414,7 +554,7 @@ def _use_run(args: argparse.Namespace) -> int:
     from .training.progress import stage
 
     if args.command == "export":
-        from .training.hf_export import export_to_transformers
+        from .training.to_transformers import export_to_transformers
 
         print(json.dumps(export_to_transformers(args.run, args.out, overwrite=args.overwrite), ensure_ascii=False))
         return 0
@@ -422,22 +562,47 @@ def _use_run(args: argparse.Namespace) -> int:
         from .training.inference import evaluate_run
 
         with stage(f"loading {args.run} and scoring its {args.split} split", args.progress):
-            scores = evaluate_run(args.run, args.task, args.split, args.max_eval)
+            columns = {k: getattr(args, k) for k in ("text_column", "text_pair_column", "label_column")}
+            scores = evaluate_run(args.run, args.task, args.split, args.max_eval, columns)
         print(json.dumps(scores, indent=2, ensure_ascii=False))
         return 0
     from .training.inference import predict_texts
 
     inputs = _input_lines(args)
+    if args.out:
+        _check_out_file(args.out)  # before loading anything
     with stage(f"loading {args.run} and predicting", args.progress) as made:
         rows = predict_texts(args.run, inputs, args.top_k)
         made["inputs"] = len(inputs)
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(lines)
+        from .errors import SettingError
+
+        try:
+            with open(args.out, "w", encoding="utf-8") as f:
+                f.write(lines)
+        except OSError as err:
+            raise SettingError(f"--out {args.out}: cannot write this file ({err.strerror or err})") from None
     else:
         sys.stdout.write(lines)
     return 0
+
+
+def _check_out_file(out: str) -> None:
+    """`predict --out FILE`: a file name in a folder that exists and can be written to."""
+    from pathlib import Path
+
+    from .errors import SettingError
+
+    path = Path(out)
+    if path.is_dir():
+        raise SettingError(f"--out {out} is a folder: give a file name, e.g. --out {path / 'predictions.jsonl'}")
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is a file" if folder.exists() else "does not exist"
+        raise SettingError(f"--out {out}: the folder {folder} {what}: write into a folder that exists")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise SettingError(f"--out {out}: not writable: choose a file you can write to")
 
 
 def _input_lines(args: argparse.Namespace) -> list[str]:
@@ -454,9 +619,14 @@ def _input_lines(args: argparse.Namespace) -> list[str]:
         lines = sys.stdin.read().splitlines()
     else:
         try:
-            lines = open(args.file, encoding="utf-8").read().splitlines()
-        except FileNotFoundError:
+            with open(args.file, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except (FileNotFoundError, NotADirectoryError):
             raise MissingFileError(f"--file {args.file}: no such file") from None
+        except IsADirectoryError:
+            raise SettingError(f"--file {args.file} is a folder: give a text file, one input per line") from None
+        except OSError as err:
+            raise SettingError(f"--file {args.file}: cannot read it ({err.strerror or err})") from None
         except UnicodeDecodeError:
             raise SettingError(f"--file {args.file} is not UTF-8 text (a binary file?)") from None
     lines = [line for line in lines if line.strip()]

@@ -96,7 +96,7 @@ def test_a_too_small_vocabulary_is_refused(tmp_path):
 def test_pretrain_finetune_and_export_with_a_bpe_vocabulary(tmp_path, capsys):
     from bertedu.training.pretrain import load_pretrained
     from bertedu.pretrained import load_masked_lm_folder
-    from bertedu.training.export import export_pretrain_run
+    from bertedu.training.ship import ship_pretrain_run
 
     run = tmp_path / "roberta"
     args = ["pretrain", "--preset", "tiny", "--steps", "2", "--batch-size", "4", "--corpus", "wiki-en",
@@ -124,7 +124,7 @@ def test_pretrain_finetune_and_export_with_a_bpe_vocabulary(tmp_path, capsys):
                  "--batch-size", "4", "--no-progress"]) == 0
     assert (ft / "merges.txt").read_bytes() == (run / "merges.txt").read_bytes()
 
-    shipped = export_pretrain_run(run, tmp_path / "shipped", command="bertedu pretrain ...")
+    shipped = ship_pretrain_run(run, tmp_path / "shipped", command="bertedu pretrain ...")
     manifest = json.loads((shipped / "manifest.json").read_text(encoding="utf-8"))
     assert "merges.txt" in manifest["files"]  # sha256-checked like the weights
     _, shipped_tok = load_masked_lm_folder(shipped)

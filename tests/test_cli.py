@@ -108,3 +108,129 @@ def test_top_level_help_lists_every_command_without_importing_torch():
     assert {c.dest: c.help for c in sub._choices_actions} == COMMAND_HELP
     for name, text in COMMAND_HELP.items():
         assert " ".join(text.split()[:3]) in " ".join(proc.stdout.split()), name
+
+
+# ---- issue 60 case 5: --help without torch, OpenMP threads that wait quietly -------------------------
+def test_every_commands_help_answers_without_importing_torch():
+    """`bertedu <command> --help` prints the full parser's help (training/cli_flags.py) and never
+    imports torch: checked in a fresh process for every command."""
+    import subprocess
+    import sys
+
+    from bertedu.cli import COMMAND_HELP
+
+    code = ("import contextlib, io, sys\nfrom bertedu.cli import main\n"
+            f"for command in {list(COMMAND_HELP)!r}:\n"
+            "    with contextlib.redirect_stdout(io.StringIO()) as shown:\n"
+            "        try:\n            status = main([command, '--help'])\n"
+            "        except SystemExit as stop:\n            status = stop.code\n"
+            "    assert status == 0, command\n"
+            "    assert f'usage: bertedu {command}' in shown.getvalue(), command\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_help_snapshot_is_current_and_prints_what_the_parser_prints(monkeypatch, capsys):
+    """training/cli_flags.py is what `build_parser()` holds now (else: python -m bertedu.cli
+    --write-help-snapshot), and the help built from it is the full parser's, character for character."""
+    from bertedu.cli import COMMAND_HELP, _help_from_spec, help_sources_sha256, parser_spec
+    from bertedu.training import cli_flags
+
+    monkeypatch.setenv("COLUMNS", "100")
+    assert cli_flags.SOURCES_SHA256 == help_sources_sha256(), "run: python -m bertedu.cli --write-help-snapshot"
+    assert cli_flags.FLAGS == parser_spec(build_parser()), "run: python -m bertedu.cli --write-help-snapshot"
+    for command in COMMAND_HELP:
+        assert _help_from_spec(command, cli_flags.FLAGS[command]).format_help() == subparser(command).format_help()
+        assert main([command, "--task", "x", "--help"] if command == "finetune" else [command, "-h"]) == 0
+        assert capsys.readouterr().out == subparser(command).format_help()
+
+
+def _omp_policy_when_torch_loads(env_value):
+    """OMP_WAIT_POLICY as torch found it when `bertedu predict` imported it (an import hook)."""
+    import os
+    import subprocess
+    import sys
+
+    hook = ("import os, sys\nseen = []\n"
+            "class Watch:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'torch' and not seen:\n"
+            "            seen.append(os.environ.get('OMP_WAIT_POLICY'))\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Watch())\n"
+            "from bertedu.cli import main\n"
+            "main(['predict', 'no-such-run', 'a text'])\n"
+            "print('policy', seen[0])\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if env_value is not None:
+        env["OMP_WAIT_POLICY"] = env_value
+    proc = subprocess.run([sys.executable, "-c", hook], capture_output=True, text=True, env=env, timeout=120)
+    return proc.stdout.split("policy ")[-1].strip()
+
+
+def test_the_command_line_sets_a_passive_openmp_wait_before_torch_loads_unless_the_user_chose():
+    assert _omp_policy_when_torch_loads(None) == "PASSIVE"
+    assert _omp_policy_when_torch_loads("ACTIVE") == "ACTIVE"  # the user's own setting is kept
+
+
+# ---- issue 60 case 6: pretrain --overwrite, SIGTERM in set-up, the same run gives the same bytes ------
+def _tiny_pretrain(tmp_path, out, *more):
+    corpus = tmp_path / "six.txt"
+    if not corpus.exists():
+        corpus.write_text("\n\n".join(f"Document {i} has a sentence.\nAnd another one about rivers and banks."
+                                      for i in range(6)) + "\n", encoding="utf-8")
+    return main(["pretrain", "--preset", "tiny", "--steps", "2", "--no-progress", "--corpus", str(corpus),
+                 "--vocab-size", "80", "--max-seq-length", "32", "--batch-size", "2", "--out", str(out), *more])
+
+
+def test_pretrain_overwrite_replaces_a_run_as_finetunes_does(tmp_path, capsys, recwarn):
+    out = tmp_path / "run"
+    assert _tiny_pretrain(tmp_path, out) == 0
+    (out / "checkpoint-2" / "marker").write_text("the first run's")
+    assert _tiny_pretrain(tmp_path, out) == 2
+    assert "--overwrite to replace it" in capsys.readouterr().err
+    assert _tiny_pretrain(tmp_path, out, "--overwrite", "--resume") == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert _tiny_pretrain(tmp_path, out, "--overwrite") == 0
+    assert not (out / "checkpoint-2" / "marker").exists() and (out / "checkpoint-2" / "model.safetensors").is_file()
+
+
+def test_two_identical_runs_write_the_same_bytes(tmp_path, capsys, recwarn):
+    """safetensors wrote its metadata keys in hash-map order, another each time: sorted now."""
+    import hashlib
+
+    from bertedu.training.checkpoint import save_checkpoint, save_weights
+    from bertedu.training.pretrain import load_pretrained
+    from tiny_runs import pretrain_run
+
+    def sha(path):
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    assert _tiny_pretrain(tmp_path, tmp_path / "a") == 0 and _tiny_pretrain(tmp_path, tmp_path / "b") == 0
+    assert sha(tmp_path / "a" / "checkpoint-2" / "model.safetensors") == \
+        sha(tmp_path / "b" / "checkpoint-2" / "model.safetensors")
+    model, _ = load_pretrained(pretrain_run(tmp_path / "tiny"))
+    hashes = set()
+    for i in range(8):  # each save a fresh hash map: 8 chances for another order
+        save_checkpoint(tmp_path / f"c{i}", 5, model, {})
+        hashes.add(sha(tmp_path / f"c{i}" / "checkpoint-5" / "model.safetensors"))
+        save_weights(tmp_path / f"w{i}", model)
+        hashes.add(sha(tmp_path / f"w{i}" / "model.safetensors"))
+    assert len(hashes) == 2  # one for the checkpoints (their metadata holds the step), one for the weights
+
+
+def test_sigterm_during_set_up_says_that_nothing_was_saved(tmp_path):
+    """A SIGTERM before training starts (building the vocabulary, reading the data) ended the
+    command in silence; now one line says what was kept, and the status is 143."""
+    import subprocess
+    import sys
+
+    code = ("import os, signal, time\nimport bertedu.training.pretrain as p\n"
+            "def setting_up(cfg, **kw):\n    os.kill(os.getpid(), signal.SIGTERM)\n    time.sleep(30)\n"
+            "p.pretrain = setting_up\nfrom bertedu.cli import main\n"
+            f"raise SystemExit(main(['pretrain', '--steps', '1', '--out', {str(tmp_path / 'o')!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 143, (proc.returncode, proc.stderr)
+    assert proc.stderr == ("bertedu pretrain: terminated (SIGTERM) before training started or after it ended; "
+                           "nothing was saved after the last checkpoint\n")

@@ -8,7 +8,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from bertedu import BertConfig, BertForPreTraining  # noqa: E402
-from bertedu.course import diagrams  # noqa: E402
+from bertedu.course import diagrams, mechanisms  # noqa: E402
 
 MINILM = (BertConfig.minilm, "minilm")
 
@@ -294,8 +294,8 @@ def test_memory_split_shows_the_computed_parts():
     config = BertConfig.base()
     parts = diagrams.training_memory(config, 8, 128)
     text = _texts(diagrams.memory_split(config, 8, 128))
-    assert diagrams._bytes(sum(parts.values())) in text and "BERT-BASE" in text and "8 × 128" in text
-    assert all(f"{name}: {diagrams._bytes(size)}" in text for name, size in parts.items())
+    assert mechanisms._bytes(sum(parts.values())) in text and "BERT-BASE" in text and "8 × 128" in text
+    assert all(f"{name}: {mechanisms._bytes(size)}" in text for name, size in parts.items())
     plt.close("all")
 
 

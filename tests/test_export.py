@@ -2,7 +2,7 @@
 what bertedu computes, head by head; bertedu's own folders are refused by transformers loudly.
 
 Each check here loads the exported folder with transformers independently of the command's own
-check (`hf_export.check_export`), and compares logits on a padded batch at the real tokens."""
+check (`to_transformers.check_export`), and compares logits on a padded batch at the real tokens."""
 
 import json
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertedu.cli import main
-from bertedu.training.hf_export import check_export, export_to_transformers
+from bertedu.training.to_transformers import check_export, export_to_transformers
 from tiny_runs import TAGS, TOPICS, finetune_run, pretrain_run
 
 transformers = pytest.importorskip("transformers")
@@ -176,3 +176,37 @@ def test_a_run_without_segment_ids_says_how_to_feed_it(tmp_path):
     results["config"]["segment_ids"] = False
     (run / "results.json").write_text(json.dumps(results))
     assert "return_token_type_ids=False" in export_to_transformers(str(run), tmp_path / "hf")["note"]
+
+
+# ---- issue 60 case 6 ---------------------------------------------------------------------------------
+def test_a_masked_lm_loads_as_the_architecture_its_config_names_with_no_unexpected_or_missing_tensors(tmp_path):
+    """A run without NSP exports as BertForMaskedLM, which has no pooler: the file holds no
+    bert.pooler.* tensors (transformers printed them as UNEXPECTED on every load)."""
+    import contextlib
+    import io
+
+    from safetensors import safe_open
+
+    run = pretrain_run(tmp_path / "run", nsp=False)
+    assert export_to_transformers(str(run), tmp_path / "hf")["architecture"] == "BertForMaskedLM"
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["BertForMaskedLM"]
+    with safe_open(str(tmp_path / "hf" / "model.safetensors"), "pt") as f:
+        assert not [k for k in f.keys() if "pooler" in k or "seq_relationship" in k]
+    shown = io.StringIO()
+    with contextlib.redirect_stderr(shown), contextlib.redirect_stdout(shown):
+        model, info = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "hf", output_loading_info=True)
+    assert not info["unexpected_keys"] and not info["missing_keys"] and not info["mismatched_keys"], info
+    assert "UNEXPECTED" not in shown.getvalue() and "pooler" not in shown.getvalue()
+
+
+def test_each_module_is_named_for_what_it_does():
+    """`bertedu export` lives in training/to_transformers.py; shipping a run as a course model
+    folder in training/ship.py: no module called export any more, so neither is mistaken for the other."""
+    import importlib.util
+
+    from bertedu.training import ship, to_transformers
+
+    assert callable(to_transformers.export_to_transformers) and callable(ship.ship_pretrain_run)
+    assert importlib.util.find_spec("bertedu.training.export") is None
+    assert importlib.util.find_spec("bertedu.training.hf_export") is None

@@ -99,3 +99,39 @@ def test_the_rehearsal_runs_the_whole_route_on_the_cpu(tmp_path, capsys):
                  "topic-en", "paraphrase-en", "ner-en", "qa-cloze-en"):
         assert name in table
     assert (tmp_path / "phase2" / "vocab.txt").is_file()  # the run folder stays for the fine-tunes
+
+
+def test_the_budget_is_counted_in_tokens_by_the_route_formula():
+    from recipe_compare import train_flops_per_token as compared
+
+    from bertedu.course.flops import budget_tokens, train_flops_per_token
+
+    base = BertConfig.base()
+    for T, p in ((128, 0.15), (128, 0.3), (512, 0.3)):
+        assert train_flops_per_token(base, T, p) == pytest.approx(compared(base, T, p))
+    # docs/gpu_route.md's table: one H100 SXM second at 30% MFU buys 523,000 tokens at 128, 30% masked
+    assert round(budget_tokens(base, 1, 128, 0.3), -3) == 523_000
+    assert round(budget_tokens(base, 1, 512, 0.3), -3) == 487_000
+    assert budget_tokens(base, 3600, 128, 0.3, mfu=0.4) == pytest.approx(4 / 3 * budget_tokens(base, 3600, 128, 0.3),
+                                                                         rel=1e-6)
+
+
+def test_the_plateau_check_passes_a_model_that_reads_and_refuses_one_that_does_not():
+    import torch
+
+    from bertedu import BertForPreTraining
+    from bertedu.pretrained import load_masked_lm
+    from bertedu.training.heldout import StillOnPlateauError, check_past_plateau
+
+    reader, tokenizer = load_masked_lm("course-en")  # trained far past the plateau
+    judged = check_past_plateau(reader, tokenizer, "course-en", max_sequences=64)
+    assert judged["difference"] < -judged["critical"] * judged["se"] < 0 and judged["sequences"] >= 30
+    assert judged["loss_mask"] == pytest.approx(judged["losses"]["model"].mean().item())
+    stats = pytest.importorskip("scipy.stats")
+    assert judged["critical"] == pytest.approx(stats.t.ppf(0.975, judged["sequences"] - 1), abs=1e-3)  # Student's t
+    torch.manual_seed(0)
+    fresh = BertForPreTraining(reader.config)
+    with pytest.raises(StillOnPlateauError, match="has not got past the unigram plateau.*BERTEDU_PRETRAINED"):
+        check_past_plateau(fresh, tokenizer, "a fresh model", max_sequences=64)
+    with pytest.raises(ValueError, match="too few"):
+        check_past_plateau(reader, tokenizer, "course-en", max_sequences=8)

@@ -80,13 +80,43 @@ def test_the_gpu_scale_pretraining_cell_runs_on_a_local_copy(monkeypatch, tmp_pa
     assert settings["COMMON"]["corpus"] == str(corpus) and settings["COMMON"]["stream"]
     phases = settings["SETTINGS"]["gpu"]
     smoke = dict(preset="tiny", steps=2, batch_size=4, grad_accum_steps=1, compile=False, precision="fp32",
-                 eval_every=0, max_eval_examples=8)
+                 eval_every=0, max_eval_examples=8, num_workers=0)
     phase1 = tmp_path / "phase1"
     first = pretrain(PretrainConfig(**{**phases["phase1"], **settings["COMMON"], **smoke}, out=str(phase1)))
     second = pretrain(PretrainConfig(**{**phases["phase2"], **settings["COMMON"], **smoke}, init_from=str(phase1),
                                      out=str(tmp_path / "phase2")))
     assert first.step == second.step == 2
     assert phases["phase2"]["max_seq_length"] == 512  # phase 2 is BERT's 512-token phase
+    # the gate before notebooks 08-11 take the run: two steps cannot have left the unigram plateau
+    from bertedu.training.heldout import StillOnPlateauError, check_past_plateau
+    from bertedu.training.pretrain import load_pretrained
+
+    model, tokenizer = load_pretrained(tmp_path / "phase2")
+    with pytest.raises(StillOnPlateauError, match=r"phase 2's run: held-out loss at \[MASK\]"):
+        check_past_plateau(model, tokenizer, "phase 2's run", max_sequences=64)
+
+
+def test_notebook_07_at_gpu_scale_is_the_route_budget_recipe_sized_to_an_hour(monkeypatch):
+    """Not the paper's recipe at 2,000 steps (docs/gpu_route.md section 5: at a small budget it stays on
+    the plateau): the route's streamed flags, its batch and rates, and about an hour of one H100 in tokens
+    (an estimate: 54 + 6 minutes at 30% MFU by the route's FLOP count)."""
+    from bertedu.cli import _config_from_args, build_parser
+    from bertedu.course.flops import budget_tokens
+    from bertedu.model.config import BertConfig
+    from bertedu.training.pretrain import BUDGET_RECIPE
+
+    settings = gpu_settings("07_pretraining_at_scale.ipynb", monkeypatch, {})
+    phases, common = settings["SETTINGS"]["gpu"], settings["COMMON"]
+    recipe = _config_from_args(PretrainConfig, build_parser().parse_args(
+        ["pretrain", *BUDGET_RECIPE["streamed_flags"], "--steps", "1"]))
+    for name, T, minutes, lr in (("phase1", 128, 54, 5e-4), ("phase2", 512, 6, 2e-4)):
+        extra = {"init_from": "x"} if name == "phase2" else {}
+        cfg = PretrainConfig(**phases[name], **common, out="unused", **extra)
+        assert (cfg.nsp, cfg.mlm_probability, cfg.stream) == (recipe.nsp, recipe.mlm_probability, recipe.stream)
+        assert cfg.preset == "base" and cfg.max_seq_length == T and cfg.lr == lr and cfg.steps is None
+        assert cfg.batch_size * cfg.grad_accum_steps == 1024  # the route's global batch
+        assert cfg.max_tokens == budget_tokens(BertConfig.base(), minutes * 60, T, 0.3)
+    assert 1.5e9 < phases["phase1"]["max_tokens"] < 2e9
 
 
 @pytest.mark.parametrize("notebook, variable, folder", [

@@ -192,3 +192,45 @@ def test_tagging_and_qa_runs_end_to_end(tmp_path, capsys, task, settings):
     assert json.loads(capsys.readouterr().out)["metrics"] == results["test"]
     assert main(["export", str(out), str(tmp_path / "hf")]) == 0
     assert max(json.loads(capsys.readouterr().out)["checked"].values()) <= 1e-4
+
+
+# ---- issue 60 case 2: evaluate scores the run's own sets, and --max-eval limits any split --------------
+def _topics_folder(folder, n=20):
+    folder.mkdir()
+    words = {"animal": ["a dog", "the fox", "a lazy dog"], "food": ["bread", "fish and bread", "the bread"],
+             "person": ["he lives", "she loved it", "john lives"]}
+    rows = [(f"{text} {i}", label) for i in range(n) for label, texts in words.items() for text in texts[i % 3:][:1]]
+    for split in ("train", "dev", "test"):
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in rows))
+    return folder
+
+
+def test_evaluate_scores_the_runs_own_evaluation_set_and_honours_max_eval_on_every_split(tmp_path, capsys):
+    """A run made with --max-train 12 --max-eval 6: `evaluate RUN` scores its 6 test examples (the
+    numbers in results.json), not all 60; --max-eval N cuts whichever split is scored, train included."""
+    out, results = _finetuned(tmp_path, str(_topics_folder(tmp_path / "data")), max_train=12, max_eval=6)
+    assert main(["evaluate", str(out), "--no-progress"]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    assert scored["examples"] == 6 and scored["metrics"] == results["test"]
+    assert main(["evaluate", str(out), "--split", "train", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["examples"] == 12  # the run's own training set
+    for split, n in (("train", 5), ("dev", 4), ("test", 60)):
+        assert main(["evaluate", str(out), "--split", split, "--max-eval", str(n), "--no-progress"]) == 0
+        assert json.loads(capsys.readouterr().out)["examples"] == n, split
+    assert main(["evaluate", str(out), "--split", "dev", "--max-eval", "6", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"] == results["dev"]  # the same seeded subsample
+
+
+# ---- issue 60 case 6: inputs of the wrong shape are refused in one line ----------------------------------
+@pytest.mark.parametrize("kind, text, says", [
+    ("classification", "a man plays\ta man is playing", "holds a TAB, as a sentence pair would"),
+    ("pair-classification", "a man\t", "has an empty side of its TAB"),
+    ("pair-classification", "\ta man", "has an empty side of its TAB"),
+    ("pair-classification", "a\tb\tc", "has 3 TAB-separated parts"),
+    ("qa", "who?\tJohn lives here.\tmore", "has 3 TAB-separated parts"),
+])
+def test_an_input_of_the_wrong_shape_is_one_line(tmp_path, capsys, kind, text, says):
+    run = finetune_run(tmp_path / "run", kind)
+    assert main(["predict", str(run), text]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and says in err and err.startswith("bertedu predict: error: input 1 ")

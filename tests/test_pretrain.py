@@ -226,9 +226,9 @@ def test_count_baselines_score_the_runs_own_held_out_masks(tiny_run, tmp_path):
 
 def test_a_run_exports_as_a_shipped_masked_lm(tiny_run, tmp_path):
     from bertedu.pretrained import WeightsIntegrityError, load_masked_lm_folder, run_trained_length, trained_length
-    from bertedu.training.export import export_pretrain_run
+    from bertedu.training.ship import ship_pretrain_run
 
-    folder = export_pretrain_run(tiny_run, tmp_path / "course-test", "bertedu pretrain --preset tiny ...")
+    folder = ship_pretrain_run(tiny_run, tmp_path / "course-test", "bertedu pretrain --preset tiny ...")
     assert "bertedu pretrain --preset tiny ..." in (folder / "COMMAND.md").read_text()
     length = json.loads((tiny_run / "run.json").read_text())["max_seq_length"]
     assert json.loads((folder / "run.json").read_text())["trained_length"] == length
@@ -246,7 +246,7 @@ def test_a_run_exports_as_a_shipped_masked_lm(tiny_run, tmp_path):
         load_masked_lm_folder(folder)
 
     # fp16: half the bytes, loaded back as fp32 weights within fp16's rounding of the trained ones
-    half = export_pretrain_run(tiny_run, tmp_path / "course-half", "bertedu pretrain ...", half=True)
+    half = ship_pretrain_run(tiny_run, tmp_path / "course-half", "bertedu pretrain ...", half=True)
     assert "--half" in (half / "COMMAND.md").read_text()
     assert (half / "model.safetensors").stat().st_size < 0.55 * (folder / "model.safetensors").stat().st_size
     halved, _ = load_masked_lm_folder(half)

@@ -376,18 +376,18 @@ def test_the_recipe_starts_from_minilm_with_fresh_heads_or_from_the_shipped_mode
 
 
 def test_exporting_the_shipped_weights_again_gives_the_same_files(tmp_path, minilm_mlm):
-    """`export_minilm_run` (`python -m bertedu.training.export export RUN TO --minilm`) writes what
+    """`ship_minilm_run` (`python -m bertedu.training.ship RUN TO --minilm`) writes what
     ships: a run holding the shipped weights exports to the very same model.safetensors (the
     sha256 in the shipped manifest), config.json and manifest.json. A run whose word
     embeddings are not MiniLM's is refused."""
     from bertedu.errors import SettingError
     from bertedu.training.checkpoint import save_weights
-    from bertedu.training.export import export_minilm_run
+    from bertedu.training.ship import ship_minilm_run
 
     run = tmp_path / "run"
     save_weights(run / "checkpoint-1250", minilm_mlm[0])
     (run / "run.json").write_text(json.dumps({"init_from": "minilm-mlm"}), encoding="utf-8")
-    folder = export_minilm_run(run, tmp_path / "minilm-mlm", "bertedu pretrain --init-from minilm-mlm ...")
+    folder = ship_minilm_run(run, tmp_path / "minilm-mlm", "bertedu pretrain --init-from minilm-mlm ...")
     shipped = masked_lm_dir("minilm-mlm")
     for name in ("model.safetensors", "config.json", "manifest.json"):
         assert (folder / name).read_bytes() == (shipped / name).read_bytes(), name
@@ -399,7 +399,7 @@ def test_exporting_the_shipped_weights_again_gives_the_same_files(tmp_path, mini
     try:
         save_weights(run / "checkpoint-1251", model)
         with pytest.raises(SettingError, match="word embeddings are not MiniLM's"):
-            export_minilm_run(run, tmp_path / "other", "...")
+            ship_minilm_run(run, tmp_path / "other", "...")
     finally:
         with torch.no_grad():
             model.bert.embeddings.word_embeddings.weight[5] -= 1.0

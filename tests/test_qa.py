@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from bertedu import BertConfig
-from bertedu.data.qa import best_span, collate_qa, decode_qa, qa_features, tokenize_with_offsets, top_spans
+from bertedu.data.qa import (best_span, collate_qa, decode_qa, qa_features, tokenize_with_offsets, top_spans,
+                             whole_words)
 from bertedu.pretrained import minilm_vocab_path
 from bertedu.model.tasks import BertForQuestionAnswering
 from bertedu.data.tokenizer import load_vocab_tokenizer
@@ -78,6 +79,25 @@ def test_decoded_answer_is_the_exact_original_substring(impl):
     pred = decode_qa(start_logits, end_logits, [f], ZOE)
     assert (pred.text, pred.start_char, pred.end_char) == ("Café Müller", start, start + len("Café Müller"))
     assert pred.score == 10.0
+
+
+def test_a_span_inside_a_word_is_widened_to_the_whole_word(fast_tok):
+    context = "On the other hand, Huxley's second wife wrote a memoir."
+    (f,) = qa_features(fast_tok, "Whose wife?", context)
+    i = f.tokens.index("##xley")
+    assert f.tokens[i - 1 : i + 1] == ["hu", "##xley"]  # "Huxley" is two pieces
+    start_logits, end_logits = torch.zeros(1, len(f)), torch.zeros(1, len(f))
+    start_logits[0, i] = end_logits[0, i] = 5.0  # the best span is the continuation piece alone
+    pred = decode_qa(start_logits, end_logits, [f], context)
+    assert pred.text == "Huxley" and pred.start_char == context.index("Huxley")  # not "xley"
+    start_logits[0, i] = 0.0
+    start_logits[0, i - 1] = 5.0
+    end_logits[0, i], end_logits[0, i - 1] = 0.0, 5.0  # ends on "hu": widened forward to "##xley"
+    assert decode_qa(start_logits, end_logits, [f], context).text == "Huxley"
+    mask = [True] * 4
+    assert whole_words(["a", "##b", "##c", "d"], mask, 1, 1) == (0, 2)
+    assert whole_words(["a", "##b", "##c", "d"], [False, True, True, True], 1, 1) == (1, 2)  # never into the question
+    assert whole_words(["a", "##b", "##c", "d"], mask, 3, 3) == (3, 3)  # a whole word stays
 
 
 def long_context(n=40):

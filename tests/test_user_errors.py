@@ -397,3 +397,128 @@ def test_a_resume_of_nothing_is_one_line(capsys, files):
     assert line.endswith(f"--resume: {files / 'none'} does not exist, so there is no run to resume: drop --resume to "
                          "start a pretraining run there")
     assert not (files / "none").exists()
+
+
+# ---- every path a command takes (issue 60 case 3) ------------------------------------------------------
+@pytest.mark.parametrize("case", ["--out in a missing folder", "--out a folder", "--file a folder",
+                                  "export OUT below a file"])
+def test_the_bad_paths_a_user_met_are_one_line(capsys, files, case):
+    """Each ended in a traceback and status 1 (issue 60 case 3); nothing is written."""
+    from tiny_runs import finetune_run
+
+    run = str(finetune_run(files / "run", "classification"))
+    (files / "a-file").write_text("not a folder\n", encoding="utf-8")
+    args, says = {
+        "--out in a missing folder": (["predict", run, "a text", "--out", str(files / "no" / "p.jsonl")],
+                                      "does not exist: write into a folder that exists"),
+        "--out a folder": (["predict", run, "a text", "--out", str(files / "empty")], "is a folder: give a file name"),
+        "--file a folder": (["predict", run, "--file", str(files / "empty")], "is a folder: give a text file"),
+        "export OUT below a file": (["export", run, str(files / "a-file" / "hf")],
+                                    "is a file, not a folder): choose a folder you can write to"),
+    }[case]
+    before = sorted(p.relative_to(files) for p in files.rglob("*"))
+    assert says in one_line_error(capsys, args)
+    assert sorted(p.relative_to(files) for p in files.rglob("*")) == before
+
+
+def _string_arguments() -> list[tuple[str, str]]:
+    """(command, dest) of every argument of every command that takes one free string: each path
+    argument (RUN, OUT, --out, --file, --task, --vocab, --corpus, --init, --teacher, ...), found
+    from the parsers themselves, so that a new one is covered the day it is added. Left out: the
+    texts a model reads (predict's and fill-mask's TEXT), which may be any string."""
+    import argparse
+
+    from bertedu.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    found = []
+    for name, parser in sub.choices.items():
+        for action in parser._actions:
+            takes_text = action.type in (None, str) and action.nargs in (None, "?") and not action.choices
+            if takes_text and not isinstance(action, (argparse._HelpAction, argparse._StoreConstAction,
+                                                      argparse.BooleanOptionalAction)) and action.dest != "text":
+                found.append((name, action.dest))
+    return found
+
+
+def _path_case_commands(files: Path) -> dict[str, list[str]]:
+    """A quick, valid command line for each command: its path arguments given as real paths."""
+    from tiny_runs import finetune_run, pretrain_run, write_vocab
+
+    (files / "six.txt").write_text("\n\n".join(f"Document {i} has a sentence.\nAnd another one about rivers."
+                                                for i in range(6)) + "\n", encoding="utf-8")
+    topics = files / "topics"
+    topics.mkdir()
+    rows = "".join(f'{{"text": "{t}", "label": "{y}"}}\n' for t, y in [("a dog", "animal"), ("bread", "food"),
+                                                                       ("he lives", "person")] * 2)
+    for split in ("train", "dev", "test"):
+        (topics / f"{split}.jsonl").write_text(rows, encoding="utf-8")
+    run = finetune_run(files / "ft-run", "classification", task=str(topics))
+    masked = pretrain_run(files / "pre-run")
+    vocab = str(write_vocab(files / "vocab"))
+    quick = ["--steps", "1", "--no-progress", "--batch-size", "2", "--max-seq-length", "32"]
+    return {
+        "pretrain": ["pretrain", "--preset", "tiny", *quick, "--corpus", str(files / "six.txt"), "--vocab", vocab,
+                     "--out", str(files / "o-pre")],
+        "finetune": ["finetune", "--task", str(topics), "--init", "random", "--preset", "tiny", "--vocab", vocab,
+                     *quick, "--out", str(files / "o-ft")],
+        "distill": ["distill", "--teacher", str(masked), "--corpus", str(files / "six.txt"), "--layers", "0",
+                    *quick, "--out", str(files / "o-distill")],
+        "fill-mask": ["fill-mask", str(masked), "the [MASK] ."],
+        "masked-accuracy": ["masked-accuracy", str(masked), "--max-sequences", "1", "--no-progress"],
+        "predict": ["predict", str(run), "a dog", "--out", str(files / "p.jsonl"), "--file", None, "--no-progress"],
+        "evaluate": ["evaluate", str(run), "--task", str(topics), "--no-progress"],
+        "export": ["export", str(masked), str(files / "o-export")],
+    }
+
+
+def _with_value(parser_args: list, command: str, dest: str, value: str) -> list[str]:
+    """`parser_args` with the argument `dest` of `command` set to `value` (added if absent)."""
+    import argparse
+
+    from bertedu.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(a for a in sub.choices[command]._actions if a.dest == dest)
+    args = list(parser_args)
+    if not action.option_strings:  # a positional: RUN (first) or OUT (second)
+        positions = [i for i, a in enumerate(args[1:], 1) if a is not None and not a.startswith("-")
+                     and (i == 1 or not args[i - 1].startswith("--"))]
+        args[positions[[a.dest for a in sub.choices[command]._actions if not a.option_strings].index(dest)]] = value
+    else:
+        flag = action.option_strings[0]
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
+    if None in args:  # predict: --file only when it is the argument tried (TEXT otherwise)
+        i = args.index(None)
+        args = args[:i - 1] + args[i + 1:]
+    if command == "predict" and dest == "file":
+        args.remove("a dog")
+    return args
+
+
+@pytest.mark.slow
+def test_every_path_argument_of_every_command_refuses_a_bad_path_in_one_line(capsys, files):
+    """Each command's each string argument given a path that cannot exist or be made (below a
+    file), then a folder and a file where it may want the other: one `bertedu <command>: error:`
+    line and status 2, never a traceback (or, for a folder or file it can take, a run that works)."""
+    commands = _path_case_commands(files)
+    for command, args in commands.items():  # the command lines are valid as they are
+        assert main([a for a in args if a is not None and a != "--file"]) == 0, (args, capsys.readouterr().err)
+    capsys.readouterr()
+    (files / "a-file").write_text("not a folder\n", encoding="utf-8")
+    cases = 0
+    for n, (command, dest) in enumerate(_string_arguments()):
+        (files / f"folder-{n}").mkdir()
+        for value in (str(files / "a-file" / "x"), str(files / f"folder-{n}"), str(files / "a-file")):
+            args = _with_value(commands[command], command, dest, value)
+            status = main(args)
+            err = capsys.readouterr().err.strip().splitlines()
+            if status == 0 and not value.endswith("x"):
+                continue  # a folder or a file this argument can take (an empty --out folder, --file a-file...)
+            assert status == 2 and len(err) == 1 and err[0].startswith(f"bertedu {command}: error: "), \
+                (args, status, err[-20:])
+            cases += 1
+    assert cases > 40

@@ -119,6 +119,68 @@ def test_finetune_reads_named_columns_from_the_command_line(tmp_path, capsys):
     assert "do not apply to --task ner-en" in capsys.readouterr().err
 
 
+# ---- a user's own TSV that shares column names with GLUE (issue 60 case 1) ------------------------------
+PAIRS = [("a man plays a guitar", "someone plays the guitar", "same"), ("a dog runs", "a cat sleeps", "different"),
+         ("he cooks rice", "rice is cooked by him", "same"), ("the film was long", "the film was short", "different")]
+
+
+def _my_pairs(path: Path, header: str = "sentence1\tsentence2\tlabel") -> Path:
+    path.write_text(header + "\n" + "".join(f"{a}\t{b}\t{y}\n" for a, b, y in PAIRS * 3), encoding="utf-8")
+    return path
+
+
+def test_a_users_tsv_with_glue_column_names_is_read_by_its_own_columns(tmp_path):
+    """sentence1 sentence2 label is not MNLI (no index, promptID, pairID, genre ... gold_label), and
+    sentence label with word labels is not SST-2 (0/1): both are the user's tables, labels kept."""
+    pairs = _my_pairs(tmp_path / "mypairs.tsv")
+    assert detect_format(pairs) == "table"
+    task = load_path(pairs)
+    assert (task.kind, task.labels) == ("pair-classification", ["different", "same"])
+    assert all(e.label in ("same", "different") and e.text_b for e in task.train + task.dev + task.test)
+    words = tmp_path / "mine.tsv"
+    words.write_text("sentence\tlabel\n" + "a moving film\tpos\na dull film\tneg\n" * 5, encoding="utf-8")
+    assert load_path(words).labels == ["neg", "pos"]
+    folder = tmp_path / "folder"  # GLUE's file names, a user's header and labels: still the user's
+    folder.mkdir()
+    for split in ("train", "dev"):
+        _my_pairs(folder / f"{split}.tsv")
+    assert load_path(folder).labels == ["different", "same"]
+    (folder / "test.tsv").write_text("sentence\tlabel\nthe film\tpos\n", encoding="utf-8")
+    assert detect_format(folder / "test.tsv") == "table"
+
+
+def test_glue_is_glue_only_with_its_own_header_and_file_names(tmp_path):
+    sst = DATA / "glue" / "SST-2" / "train.tsv"
+    assert detect_format(sst) == "glue"  # GLUE's file, GLUE's header, labels 0/1
+    renamed = tmp_path / "reviews.tsv"  # the same rows under a name GLUE never uses: a table, labels as written
+    renamed.write_bytes(sst.read_bytes())
+    assert detect_format(renamed) == "table"
+    mnli_like = _my_pairs(tmp_path / "train.tsv", "sentence1\tsentence2\tgold_label")  # GLUE's name, not its header
+    assert detect_format(mnli_like) == "table"
+    for task in ("MNLI", "MRPC", "SST-2"):
+        assert detect_format(DATA / "glue" / task / "dev.tsv" if task != "MNLI" else
+                             DATA / "glue" / task / "dev_matched.tsv") == "glue"
+
+
+def test_finetune_and_evaluate_read_a_users_pairs_and_name_its_columns(tmp_path, capsys):
+    """finetune --task mypairs.tsv stopped with "dev split has no labels" (read as MNLI); evaluate
+    takes the column flags too, for a file whose columns have other names."""
+    out = tmp_path / "run"
+    assert main(["finetune", "--task", str(_my_pairs(tmp_path / "mypairs.tsv")), "--init", "random", "--preset",
+                 "tiny", "--vocab", str(minilm_vocab_path()), "--steps", "1", "--batch-size", "4",
+                 "--max-seq-length", "32", "--no-progress", "--out", str(out)]) == 0
+    capsys.readouterr()
+    other = tmp_path / "other.csv"
+    other.write_text("first,second,gold\n" + "".join(f"{a},{b},{y}\n" for a, b, y in PAIRS * 3), encoding="utf-8")
+    assert main(["evaluate", str(out), "--task", str(other), "--text-column", "first", "--text-pair-column",
+                 "second", "--label-column", "gold", "--no-progress"]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["split"] == "test" and scores["examples"] == 1  # 12 rows cut 80/10/10
+    assert main(["evaluate", str(out), "--task", str(other), "--text-column", "first", "--label-column", "nope",
+                 "--no-progress"]) == 2
+    assert "no label column 'nope' (--label-column)" in capsys.readouterr().err
+
+
 # ---- a file in no known format ------------------------------------------------------------------
 def test_a_headerless_tsv_says_what_was_tried_and_why_each_failed(tmp_path):
     path = tmp_path / "mine.tsv"

@@ -36,7 +36,7 @@ SE_NAME = r"[\w\[\]'\".]*(?:se|spread|std|sd|sigma|error)\w*[\]\)]*"
 THRESHOLD = [
     re.compile(r"\b2(?:\.0)?\s*\*\s*" + SE_NAME),  # 2 * se
     re.compile(SE_NAME + r"\s*\*\s*2(?:\.0)?\b"),  # se * 2
-    re.compile(r"(?:margin|standard_errors|\bz\b|z\[|/\s*\w*se\b|seed_se|_z\b)[^#\n]*[<>]=?\s*-?2(?:\.0)?\s*(?:$|#|\)|,|\band\b|\bor\b)"),
+    re.compile(r"(?:margin|standard_errors|\bz\b|z\[|/\s*\w*se\b|seed_se|_z\b)[^#\n]*[<>]=?\s*-?2(?:\.0)?\s*(?:$|#|\)|,|:|\band\b|\bor\b)"),
 ]
 PRINTED_VERDICT = re.compile(r"[\"'].*(?:no measurable difference|standard errors|\bSE\)|measurably)", re.I)
 BOOTSTRAP = re.compile(r"\b(bootstrap_se|book_bootstrap)\(")

@@ -2,6 +2,8 @@
 
     viz.py              heat maps, masking pictures, embedding plots, QA span maps, loss curves
     diagrams.py         pictures of the architecture drawn from a config ("you are here", heads, blocks)
+    mechanisms.py       pictures of one mechanism each (multi-head reshape, packing, -100 labels, ...)
+    drawing.py          what the pictures share: boxes, arrows, labels that fit, model names
     stats.py            standard errors, paired comparisons and their verdict in plain words
     lessons.py          what makes a notebook a lesson, counted (tests/test_lessons.py)
     bertviz_offline.py  bertviz's views with their scripts inlined, so they draw without a network

@@ -399,29 +399,54 @@ def learner_copies(src: str | Path, out: str | Path) -> tuple[list[Path], list[P
     return written, kept
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+# The course's notebooks beside the package (bertedu/course/exercises.py -> the repository root).
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bertedu.course.exercises", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("strip", help="write the learner's notebooks (solutions removed)")
     p.add_argument("src", help="a notebook or a folder of notebooks (e.g. notebooks/)")
     p.add_argument("out", help="the folder to write the learner's notebooks to")
     p = sub.add_parser("learn", help="make your own copies of the course (once; your work is kept) and open them")
-    p.add_argument("--src", default="notebooks", help="the course's notebooks (default: notebooks)")
-    p.add_argument("--out", default="learner", help="your copies (default: learner; ignored by git)")
+    p.add_argument("--src", default=str(REPOSITORY / "notebooks"),
+                   help="the course's notebooks (default: the notebooks/ folder of the repository bertedu is in)")
+    p.add_argument("--out", default=str(REPOSITORY / "learner"),
+                   help="your copies (default: learner/ beside notebooks/, which git ignores)")
     p.add_argument("--no-open", action="store_true", help="make the copies, do not start JupyterLab")
+    p.add_argument("--allow-root", action="store_true", help="start JupyterLab as root (it refuses otherwise)")
     args = parser.parse_args(argv)
     if args.command == "strip":
         written = strip(args.src, args.out)
         print(f"wrote {len(written)} learner notebooks to {args.out}")
-        return
-    written, kept = learner_copies(args.src, args.out)
-    print(f"{args.out}/: {len(written)} new copies without solutions, {len(kept)} of yours kept as they are")
-    if not args.no_open:
-        import subprocess
-        import sys
+        return 0
+    return _learn(parser, args)
 
-        subprocess.run([sys.executable, "-m", "jupyterlab", str(args.out)], check=False)
+
+def _learn(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """`learn`: the copies, then JupyterLab on them; a problem is one line (status 2)."""
+    import os
+    import subprocess
+    import sys
+
+    if not any(Path(args.src).glob("*.ipynb")):
+        parser.exit(2, f"{parser.prog} learn: error: no course notebooks in {args.src} (bertedu installed without "
+                       "its repository?): install from a clone (pip install -e .), or pass --src FOLDER\n")
+    written, kept = learner_copies(args.src, args.out)
+    print(f"{args.out}: {len(written)} new copies without solutions, {len(kept)} of yours kept as they are")
+    if args.no_open:
+        return 0
+    command = [sys.executable, "-m", "jupyterlab", *(["--allow-root"] if args.allow_root else []), str(args.out)]
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and not args.allow_root:
+        parser.exit(2, f"{parser.prog} learn: error: running as root, and JupyterLab refuses to start as root: run "
+                       f"this as another user, or add --allow-root (it starts: {' '.join(command)} --allow-root)\n")
+    status = subprocess.run(command, check=False).returncode
+    if status:
+        print(f"{parser.prog} learn: JupyterLab exited with status {status}; your copies are in {args.out}",
+              file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

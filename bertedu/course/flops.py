@@ -84,3 +84,26 @@ def mlm_head_share(config: BertConfig, length: int) -> float:
 def speed_up_ceiling(before: dict[str, int], after: dict[str, int]) -> float:
     """FLOPs before / FLOPs after: the speed-up if time were proportional to FLOPs."""
     return sum(before.values()) / sum(after.values())
+
+
+H100_SXM_BF16_PEAK = 989e12  # FLOP/s, dense bf16, NVIDIA's H100 SXM data sheet (bertedu.utils.PEAK_BF16_FLOPS)
+ROUTE_MFU = 0.30  # the lower of docs/gpu_route.md's two utilisations: a budget sized at it errs on the long side
+
+
+def train_flops_per_token(config: BertConfig, seq_len: int, mlm_probability: float) -> float:
+    """Training FLOPs per real token of full `seq_len`-token sequences on the fast path (sparse MLM
+    head on the `mlm_probability` share of the pieces, unpadded): three forwards, the NSP head left
+    out. docs/gpu_route.md's section 3 count: 567 MFLOP for BERT-BASE at 128 tokens, 30% masked."""
+    per_sequence = forward_flops(config, [seq_len], seq_len, 0, sparse_mlm=True, unpad=True)
+    head = forward_flops(config, [seq_len], seq_len, seq_len, sparse_mlm=True, unpad=True)["MLM head"]
+    body = per_sequence["dense layers"] + per_sequence["attention"] + mlm_probability * head
+    return 3 * body / seq_len
+
+
+def budget_tokens(config: BertConfig, seconds: float, seq_len: int, mlm_probability: float,
+                  peak_flops: float = H100_SXM_BF16_PEAK, mfu: float = ROUTE_MFU) -> int:
+    """The training tokens that `seconds` of one GPU buy at utilisation `mfu` of `peak_flops`, by
+    `train_flops_per_token`: an estimate from a formula and a data sheet, not a measurement.
+    Notebook 07 sizes its gpu-scale run with it (`--max-tokens`, which keeps the run reproducible
+    where a time budget would not)."""
+    return int(seconds * mfu * peak_flops / train_flops_per_token(config, seq_len, mlm_probability))

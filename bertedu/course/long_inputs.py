@@ -4,9 +4,10 @@
     views              what a method reads of one document: a list of piece lists of K pieces
     ViewEncoder        a frozen encoder's mean-pooled vector of each view, each view encoded once
     majority_baseline  the same folds, predicting the training folds' most common label
+    pooled             a document's probabilities: the mean of its views' (a vote)
+    max_pooled         a document's vector: the elementwise maximum of its views' (hierarchical)
     cross_validated    accuracy per document: a softmax-regression head fitted on the other folds
                        (to convergence, its L2 chosen on held-out books), window predictions pooled
-    book_bootstrap     standard errors of accuracies and of their paired differences, resampling books
 
 Methods (Sun et al. 2019, section 5.3): "head" the first K pieces, "tail" the last K, "head+tail"
 the first `n_head` and the last K - n_head, "sliding windows" every window of K pieces.
@@ -14,7 +15,6 @@ the first `n_head` and the last K - n_head, "sliding windows" every window of K 
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 import torch
@@ -72,6 +72,21 @@ class ViewEncoder:
 L2_GRID = (1e-2, 1e-1, 1.0)  # the head's L2 strengths tried on held-out books
 
 
+def pooled(probs: torch.Tensor, owner: torch.Tensor, n_docs: int) -> torch.Tensor:
+    """Each document's class probabilities (n_docs, C): the mean of its views' (n_views, C), every
+    view one equal vote."""
+    counts = torch.bincount(owner, minlength=n_docs).unsqueeze(1)  # (n_docs, 1) views per document
+    return torch.zeros(n_docs, probs.shape[1], dtype=probs.dtype).index_add_(0, owner, probs) / counts
+
+
+def max_pooled(X: torch.Tensor, owner: torch.Tensor, n_docs: int) -> torch.Tensor:
+    """One vector per document (n_docs, D): the elementwise maximum of its views' vectors X
+    (n_views, D), the "hierarchical" reading of Sun et al. 2019 (section 5.3): encode every piece,
+    pool, then classify the document once. A feature that one window shows strongly survives."""
+    out = torch.full((n_docs, X.shape[1]), float("-inf"), dtype=X.dtype)
+    return out.scatter_reduce(0, owner.unsqueeze(1).expand_as(X), X, "amax")  # (n_docs, D)
+
+
 def cross_validated(X: torch.Tensor, y: torch.Tensor, owner: torch.Tensor, fold: torch.Tensor,
                     n_classes: int, grid: Sequence[float] = L2_GRID) -> torch.Tensor:
     """Per document, whether it is classified right when its fold is the test fold.
@@ -79,11 +94,10 @@ def cross_validated(X: torch.Tensor, y: torch.Tensor, owner: torch.Tensor, fold:
     X (n_views, D) the views' vectors, owner (n_views,) each view's document, y and fold
     (n_docs,). For each test fold the head is fitted on the views of the other folds: its L2
     strength chosen by `pick_l2` with one of them as dev (the held-out books), then refitted on
-    both. A document's prediction is the mean of its views' probabilities.
+    both. A document's prediction is the mean of its views' probabilities (`pooled`).
     """
     n_docs, folds = len(y), fold.unique().tolist()
     correct = torch.zeros(n_docs, dtype=torch.bool)
-    counts = torch.bincount(owner, minlength=n_docs).unsqueeze(1)  # (n_docs, 1) views per document
     for k in folds:
         train_folds = [f for f in folds if f != k]
         part = {f: fold[owner] == f for f in train_folds}  # (n_views,) masks
@@ -91,7 +105,7 @@ def cross_validated(X: torch.Tensor, y: torch.Tensor, owner: torch.Tensor, fold:
                         (X[part[train_folds[-1]]], y[owner][part[train_folds[-1]]]), n_classes, grid)
         train = fold[owner] != k
         predict = fit_logistic(X[train], y[owner][train], n_classes, l2=l2)
-        probs = torch.zeros(n_docs, n_classes).index_add_(0, owner, predict(X)) / counts  # (n_docs, C)
+        probs = pooled(predict(X), owner, n_docs)  # (n_docs, C)
         correct[fold == k] = (probs.argmax(-1) == y)[fold == k]
     return correct
 
@@ -103,24 +117,3 @@ def majority_baseline(y: torch.Tensor, fold: torch.Tensor) -> torch.Tensor:
         majority = torch.bincount(y[fold != k]).argmax()
         correct[fold == k] = y[fold == k] == majority
     return correct
-
-
-def book_bootstrap(correct: dict[str, torch.Tensor], book_of: torch.Tensor, samples: int = 2000, seed: int = 0):
-    """Standard errors by a bootstrap over books (documents of one book are not independent), every
-    method scored on the same resampled books, so that differences are paired.
-
-    correct: method -> (n_docs,) bool. Returns (se: method -> float,
-    difference: (a, b) -> (accuracy of a - accuracy of b, its standard error)).
-    """
-    names, books = list(correct), book_of.unique()
-    right = torch.stack([correct[n] for n in names]).float()  # (methods, n_docs)
-    per_book = torch.stack([right[:, book_of == b].sum(1) for b in books], 1)  # (methods, n_books)
-    docs_per_book = torch.stack([(book_of == b).sum() for b in books]).float()  # (n_books,)
-    drawn = torch.randint(len(books), (samples, len(books)), generator=torch.Generator().manual_seed(seed))
-    boot = per_book[:, drawn].sum(-1) / docs_per_book[drawn].sum(-1)  # (methods, samples) accuracies
-    se = {n: boot[i].std().item() for i, n in enumerate(names)}
-    difference = {}
-    for i, j in itertools.combinations(range(len(names)), 2):
-        d = (right[i].mean() - right[j].mean()).item()
-        difference[names[i], names[j]] = (d, (boot[i] - boot[j]).std().item())
-    return se, difference

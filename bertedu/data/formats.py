@@ -224,6 +224,25 @@ GLUE_SCHEMAS = {
 _NUMBERED_LABELS = {"sst2": SST2_LABELS, "mrpc": MRPC_LABELS}
 
 
+# GLUE's files as its download script leaves them: their names and headers, column for column.
+# A user's own table may share a name or two (sentence1, sentence2, label): that does not make it GLUE's.
+GLUE_FILE = re.compile(r"^(?:(?:train|dev|test)(?:_matched|_mismatched)?\.tsv|msr_paraphrase_(?:train|test)\.txt)$",
+                       re.IGNORECASE)
+_MRPC_HEADER = ["#1 ID", "#2 ID", "#1 String", "#2 String"]  # after Quality (test.tsv: after index)
+_MNLI_HEADER = {"index", "promptID", "pairID", "genre", "sentence1", "sentence2"}  # then label1.. gold_label
+
+
+def is_glue_header(header: Sequence[str]) -> bool:
+    """True for GLUE's own SST-2, MRPC or MNLI header (train, dev or test file), column for column."""
+    header = list(header)
+    if header in (["sentence", "label"], ["index", "sentence"]):  # SST-2 (and CoLA's test.tsv)
+        return True
+    if header[:1] in (["Quality"], ["index"]) and header[1:] == _MRPC_HEADER:
+        return True
+    return header[:1] == ["index"] and _MNLI_HEADER <= set(header) and \
+        (header[-1] == "gold_label" or header[-1] == "sentence2")
+
+
 def glue_schema(header: Sequence[str]) -> str | None:
     """Which GLUE task a TSV header belongs to (test files lack the label column)."""
     columns = set(header)

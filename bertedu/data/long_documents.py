@@ -1,13 +1,18 @@
-"""Long documents with a real beginning and a real end, and a label: notebook 14's data.
+"""Long documents with the deciding passage at a known place: notebook 14's data.
 
-A document is a whole chapter of a Bible translation: it starts at the chapter's first verse and
-ends at its last, so its head is a real opening and its tail a real ending (not a cut). Its label
-is the genre of its book, in the standard division of the Protestant canon (`GENRES`).
+The deciding passage is the opening of a whole chapter of a Bible translation (its first `k`
+word pieces, from the chapter's first verse on), labelled with the genre of its book in the
+standard division of the Protestant canon (`GENRES`). A document is three parts of `k` pieces:
+that passage at the start, in the middle or at the end (`placed`), and two stretches of
+Wikipedia prose (`wiki_filler`), which say nothing about the genre, in the other two places.
+So what a method reads decides whether it sees the passage at all.
 
     GENRES             genre -> (first book, last book), pythonbible's book numbers
     GenreDocument      book, chapter, genre and the chapter's word pieces
     genre_chapters     whole chapters of `min_pieces` to `max_pieces` pieces, a few per book,
                        spread over the book
+    wiki_filler        Wikipedia's word pieces, article after article (a body with no genre)
+    placed             a document of three parts with the deciding passage at a known place
 
 May import what `bertedu.data` may import.
 """
@@ -85,3 +90,33 @@ def _spread(items: list) -> list:
             next_parts += [(lo, mid), (mid + 1, hi)]
         parts = next_parts
     return order
+
+
+# ----------------------------------------------------------------------------------------
+# The deciding passage at a known place (notebook 14's task)
+# ----------------------------------------------------------------------------------------
+
+PLACES = ("start", "middle", "end")
+
+
+def wiki_filler(tokenizer, n_pieces: int) -> list[str]:
+    """The first `n_pieces` word pieces of the embedded English Wikipedia, article after article:
+    real prose that says nothing about a Bible book's genre (the body a deciding passage sits in)."""
+    from .corpora import wiki_en_articles
+
+    pieces: list[str] = []
+    for _, sentences in wiki_en_articles():
+        pieces += tokenizer.tokenize(" ".join(sentences))
+        if len(pieces) >= n_pieces:
+            return pieces[:n_pieces]
+    raise ValueError(f"the embedded Wikipedia holds {len(pieces)} pieces, fewer than the {n_pieces} asked for")
+
+
+def placed(passage: list, fillers: tuple[list, list], where: str) -> list:
+    """A document of three equal parts: the deciding `passage` at the start, in the middle or at
+    the end (`PLACES`), the two `fillers` in the other two places, in their order."""
+    first, second = fillers
+    if where not in PLACES:
+        raise ValueError(f"unknown place {where!r}; choose one of {PLACES}")
+    parts = {"start": [passage, first, second], "middle": [first, passage, second], "end": [first, second, passage]}
+    return [piece for part in parts[where] for piece in part]

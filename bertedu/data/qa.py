@@ -305,7 +305,8 @@ def decode_qa(
     the context and start at a token for which that window is the max-context one; the
     best score (start_logit + end_logit) over all windows wins. Its tokens' character
     offsets cut the answer out of `context`, so case, accents and spacing are the
-    original's ("Café Müller", not "cafe muller").
+    original's ("Café Müller", not "cafe muller"); a span that starts or ends inside a word
+    is widened to the whole word first (`whole_words`).
     """
     if len(start_logits) != len(features) or len(end_logits) != len(features):
         raise ValueError(f"{len(features)} windows but {len(start_logits)} start / {len(end_logits)} end logit rows")
@@ -319,5 +320,23 @@ def decode_qa(
     if best is None:
         raise ValueError("no window has a valid answer span")
     start, end, score, f = best
+    start, end = whole_words(f.tokens, f.context_mask, start, end)
     start_char, end_char = f.offsets[start][0], f.offsets[end][1]
     return QAPrediction(context[start_char:end_char], start_char, end_char, score, f.window)
+
+
+def whole_words(tokens: Sequence[str], context_mask: Sequence[bool], start: int, end: int) -> tuple[int, int]:
+    """The span (start, end) of `tokens` widened to whole words: a start on a continuation piece
+    (`##...`) moves back to its word's first piece, an end before one moves on to its word's last.
+
+    The model scores pieces, so its best span can begin or end inside a word ("Huxley" is
+    `hu ##xley`; a span starting on `##xley` would answer "xley"). An answer is words, so
+    decoding widens the span, within the window's context (`context_mask`), to the words it
+    touches. BERT's run_squad.py also maps the pieces to their whitespace words
+    (`tok_to_orig_index`), then projects the piece text back into them, which keeps "xley".
+    """
+    while start > 0 and tokens[start].startswith("##") and context_mask[start - 1]:
+        start -= 1
+    while end + 1 < len(tokens) and context_mask[end + 1] and tokens[end + 1].startswith("##"):
+        end += 1
+    return start, end

@@ -27,9 +27,13 @@ from pathlib import Path
 from .formats import (
     _TAG,
     COLA_LABELS,
+    GLUE_FILE,
+    GLUE_SCHEMAS,
+    MNLI_LABELS,
     DataFormatError,
     TextClassificationExample,
     glue_schema,
+    is_glue_header,
 )
 
 # Column names looked for when none is given (compared case-insensitively), in this order.
@@ -130,11 +134,28 @@ def _is_json_object(line: str) -> bool:
 
 
 def _sniff_glue(path: Path, lines: list[str], options: dict) -> None:
-    header = lines[0].split("\t") if lines else []
-    if glue_schema(header) is None:
+    """GLUE's only when it is GLUE's: one of its file names, its header column for column, and
+    its labels (0/1 for SST-2 and MRPC; MNLI's three words) in the lines read."""
+    if not lines:
+        raise DataFormatError(path, None, "empty")
+    header = lines[0].split("\t")
+    if not is_glue_header(header):
         raise DataFormatError(path, 1, f"the first line {lines[0][:60]!r} is not a GLUE header (SST-2: sentence, "
-                              "label; MRPC: Quality, #1 ID, #2 ID, #1 String, #2 String; MNLI: ... sentence1, "
-                              "sentence2 ... gold_label)" if lines else "empty")
+                              "label; MRPC: Quality, #1 ID, #2 ID, #1 String, #2 String; MNLI: index, promptID, "
+                              "pairID, genre, ... sentence1, sentence2, ... gold_label)")
+    if not GLUE_FILE.match(path.name):
+        raise DataFormatError(path, None, f"not one of GLUE's file names ({path.name}; GLUE's are train.tsv, "
+                              "dev.tsv, test.tsv, dev_matched.tsv, ...)")
+    task = glue_schema(header)
+    label_column = GLUE_SCHEMAS[task][2]
+    if label_column not in header:
+        return  # a test file: no labels
+    allowed = {"0", "1"} if task != "mnli" else {*MNLI_LABELS, "-"}
+    at = header.index(label_column)
+    for n, line in enumerate(lines[1:], 2):
+        row = line.split("\t")
+        if len(row) == len(header) and row[at] not in allowed:
+            raise DataFormatError(path, n, f"label {row[at][:20]!r} is not one of GLUE's ({', '.join(sorted(allowed))})")
 
 
 def _sniff_cola(path: Path, lines: list[str], options: dict) -> None:

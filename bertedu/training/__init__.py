@@ -21,12 +21,13 @@ The jobs (each a `bertedu` subcommand):
                     minilm-mlm recipe (MiniLM given an MLM head) is a set of its options
     finetune.py     `bertedu finetune`, with taskio.py (each task family's inputs and scores)
     distill.py      `bertedu distill`: a smaller student from a teacher
-    export.py       a finished pretraining run as a shipped model folder (whole, or minilm-mlm's way)
+    ship.py         a finished pretraining run shipped as a course model folder, bertedu/weights/NAME
+                    (whole, or minilm-mlm's way): `python -m bertedu.training.ship`
 
 Using a finished run (the `bertedu` subcommands of the same names):
 
     inference.py    `bertedu predict` (new text -> JSON lines with probabilities), `bertedu evaluate`
-    hf_export.py    `bertedu export`: any run or shipped model as a folder transformers' Auto classes load
+    to_transformers.py  `bertedu export`: any run or shipped model as a folder transformers' Auto classes load
     masked_lms.py   which masked LM a name or folder means, and whether its MLM head was trained
 
 May import: `bertedu.model`, `bertedu.family`, `bertedu.data`, `bertedu.pretrained`,

@@ -222,11 +222,34 @@ def _write_weights(folder: Path, model: nn.Module, extra_json: Optional[dict[str
     # safetensors refuses two names for one tensor; save_model drops the tied alias
     # (mlm.decoder.weight is the word-embedding matrix) and load_model re-ties it.
     save_model(model, str(folder / WEIGHTS_NAME), metadata={"format": "pt", **(metadata or {})})
+    sort_safetensors_metadata(folder / WEIGHTS_NAME)
     permissions_as_umask(folder / WEIGHTS_NAME)  # safetensors writes 0600
     config = model_config_dict(model)  # with FOLDER_MARK: transformers refuses the folder instead of misreading it
     _write_json(folder / CONFIG_NAME, {**config, **FOLDER_MARK} if config else config)
     for name, content in (extra_json or {}).items():
         _write_json(folder / name, content)
+
+
+def sort_safetensors_metadata(path: str | os.PathLike) -> None:
+    """Put the keys of a .safetensors file's `__metadata__` in sorted order, in place.
+
+    safetensors writes them from a hash map, in another order each time: the same weights made
+    files whose bytes (and sha256) differed from one run to the next. Sorted, the same tensors
+    and metadata give the same bytes. The header keeps its length, so nothing else moves."""
+    with open(path, "r+b") as f:
+        size = int.from_bytes(f.read(8), "little")
+        header = f.read(size).decode("utf-8")
+        key = '"__metadata__":'
+        start = header.find(key)
+        if start < 0:
+            return
+        start += len(key)
+        metadata, end = json.JSONDecoder().raw_decode(header, start)
+        ordered = json.dumps(dict(sorted(metadata.items())), separators=(",", ":"), ensure_ascii=False)
+        if len(ordered.encode("utf-8")) != len(header[start:end].encode("utf-8")):
+            raise RuntimeError(f"{path}: unexpected safetensors header layout")  # a bug: safetensors changed
+        f.seek(8 + len(header[:start].encode("utf-8")))
+        f.write(ordered.encode("utf-8"))
 
 
 def _write_folder_atomically(final: Path, write) -> None:

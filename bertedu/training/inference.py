@@ -59,6 +59,8 @@ class RunSettings:
     segment_ids: bool = True
     batch_size: int = 32
     data_seed: int = 0
+    max_train: Optional[int] = None  # the run's subsamples: its own training and evaluation sets
+    max_eval: Optional[int] = None
     columns: tuple = ()  # a PATH task's (setting, column) pairs: text_column, text_pair_column, label_column
     task: Optional[str] = None  # the run's --task (a name, or the PATH its data was read from)
 
@@ -91,7 +93,8 @@ def load_run(run: str | Path):
     config = {}
     if (run / RESULTS_NAME).is_file():
         config = json.loads((run / RESULTS_NAME).read_text(encoding="utf-8")).get("config", {})
-    fields = ("doc_stride", "max_query_length", "max_answer_length", "segment_ids", "batch_size", "data_seed")
+    fields = ("doc_stride", "max_query_length", "max_answer_length", "segment_ids", "batch_size", "data_seed",
+              "max_train", "max_eval")
     columns = tuple((k, config[k]) for k in ("text_column", "text_pair_column", "label_column") if config.get(k))
     settings = RunSettings(info["max_seq_length"], **{k: config[k] for k in fields if config.get(k) is not None},
                            columns=columns, task=config.get("task") or info["task"])
@@ -118,12 +121,9 @@ def parse_inputs(lines: list[str], kind: str) -> list:
     examples = []
     for n, line in enumerate(lines, 1):
         line = line.rstrip("\n").rstrip("\r")
-        parts = line.split("\t", 1)
         if not line.strip():
             raise SettingError(f"input {n} is empty: give one text per line")
-        if kind in ("pair-classification", "qa") and len(parts) != 2:
-            what = "question<TAB>context" if kind == "qa" else "first sentence<TAB>second sentence"
-            raise SettingError(f"input {n} has no TAB: this run reads {what} ({line[:40]!r})")
+        parts = _check_parts(n, line, kind)
         if kind == "qa":
             examples.append(QAExample(id=str(n), question=parts[0], context=parts[1], answers=[]))
         elif kind == "tagging":
@@ -132,6 +132,23 @@ def parse_inputs(lines: list[str], kind: str) -> list:
         else:
             examples.append(TextClassificationExample(parts[0], parts[1] if len(parts) == 2 else None, id=str(n)))
     return examples
+
+
+def _check_parts(n: int, line: str, kind: str) -> list[str]:
+    """The TAB-separated parts of input `n`: two non-blank ones for pairs and questions, one for a
+    single-sentence classifier (a pair given to it is refused, not read as one sentence)."""
+    parts = line.split("\t")
+    if kind in ("pair-classification", "qa"):
+        what = "question<TAB>context" if kind == "qa" else "first sentence<TAB>second sentence"
+        if len(parts) != 2:
+            found = "no TAB" if len(parts) == 1 else f"{len(parts)} TAB-separated parts"
+            raise SettingError(f"input {n} has {found}: this run reads {what} ({line[:40]!r})")
+        if not all(part.strip() for part in parts):
+            raise SettingError(f"input {n} has an empty side of its TAB: this run reads {what} ({line[:40]!r})")
+    elif kind == "classification" and len(parts) > 1:
+        raise SettingError(f"input {n} holds a TAB, as a sentence pair would: this run classifies single "
+                           f"sentences; remove the TAB, or use a run fine-tuned on pairs ({line[:40]!r})")
+    return parts
 
 
 @torch.no_grad()
@@ -171,21 +188,21 @@ def _given(line: str, example) -> dict:
 
 
 def evaluate_run(run: str | Path, task_name: Optional[str] = None, split: str = "test",
-                 max_eval: Optional[int] = None) -> dict:
+                 max_eval: Optional[int] = None, columns: Optional[dict] = None) -> dict:
     """Score the fine-tuned model in `run` on a split of a task (default: the task it was
-    fine-tuned on), read with the run's own data seed and columns: {"run", "task", "split",
-    "examples", "loss", "metrics"} (metrics as `bertedu finetune` reports them)."""
-    from ..data.task_data import load_task
+    fine-tuned on), read with the run's own data seed and columns (`columns`, the
+    COLUMN_OPTIONS of `bertedu.data.user_files`, override them): {"run", "task", "split",
+    "examples", "loss", "metrics"} (metrics as `bertedu finetune` reports them).
+
+    On the run's own task each split is the one the run had (its --max-train / --max-eval
+    subsample), so the test split gives the numbers in its results.json; `max_eval` instead
+    scores a seeded subsample of at most that many examples of `split`, whichever it is."""
     from .taskio import predict
 
     model, tokenizer, info, settings = load_run(run)
-    name = task_name or settings.task
-    with as_user_error(f"--task {name}", FileNotFoundError, ValueError, KeyError):
-        task = load_task(name, seed=settings.data_seed, **(dict(settings.columns) if name == settings.task else {}))
-    if max_eval is not None:
-        task = task.subsample(None, max_eval, settings.data_seed)
+    task = _evaluation_task(settings, task_name, split, max_eval, columns or {})
     _check_task_fits(task, info, str(run))
-    splits = {"train": task.train, "dev": task.dev, "test": task.test, **task.extra_splits}
+    splits = task.splits()
     if split not in splits or not splits[split]:
         raise SettingError(f"{task.name} has no {split} split; it has " + ", ".join(k for k, v in splits.items() if v))
     examples = splits[split]
@@ -196,6 +213,25 @@ def evaluate_run(run: str | Path, task_name: Optional[str] = None, split: str = 
     predictions, loss = predict(model, io, examples, settings.batch_size)
     return {"run": str(run), "task": task.name, "split": split, "examples": len(examples), "loss": loss,
             "metrics": io.score(examples, predictions)}
+
+
+def _evaluation_task(settings: RunSettings, task_name: Optional[str], split: str, max_eval: Optional[int],
+                     columns: dict):
+    """The task to score, its splits cut as the run cut them (its own task) or by `max_eval`."""
+    from ..data.task_data import load_task
+
+    name = task_name or settings.task
+    own = name == settings.task
+    columns = {**(dict(settings.columns) if own else {}), **{k: v for k, v in columns.items() if v}}
+    with as_user_error(f"--task {name}", FileNotFoundError, ValueError, KeyError):
+        task = load_task(name, seed=settings.data_seed, **columns)
+    if max_eval is None and own:  # the run's own training and evaluation sets
+        limits = (settings.max_train, settings.max_eval)
+    else:  # --max-eval limits the split scored, the training split included
+        limits = (max_eval, None) if split == "train" else (None, max_eval)
+    if limits != (None, None):
+        task = task.subsample(*limits, settings.data_seed)
+    return task
 
 
 def _check_task_fits(task, info: dict, run: str) -> None:

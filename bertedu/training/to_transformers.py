@@ -31,6 +31,7 @@ from ..errors import DataUnavailableError, OutputFolderError, SettingError, as_u
 from ..model.constants import MERGES_NAME, VOCAB_NAME
 from ..data.tokenizer import CLS, MASK, PAD, SEP, UNK
 from ..utils import permissions_as_umask
+from .jobs import check_creatable, make_out_folder
 from .masked_lms import FINETUNE_TASK, check_masked_lm, head_untouched, mlm_head_trained, nsp_head_trained
 
 # What the check runs both models on: English and Chinese, a pair, padding (two lengths).
@@ -79,6 +80,7 @@ def export_to_transformers(source: str, out: str | Path, overwrite: bool = False
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutputFolderError(f"{out} is a file: OUT must be a folder (new or empty)")
+    check_creatable(out, f"OUT {out}")
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise OutputFolderError(f"{out} is not empty: choose another OUT, or pass --overwrite to replace its files")
     model, tokenizer, labels, architecture = load_for_export(source)
@@ -87,7 +89,7 @@ def export_to_transformers(source: str, out: str | Path, overwrite: bool = False
                            "files, which would cut text differently")
     with as_user_error(f"export {source}", ValueError):
         hf_model = _to_transformers(model, labels, architecture)
-    out.mkdir(parents=True, exist_ok=True)
+    make_out_folder(out, "OUT")
     _quiet_save(hf_model, out)
     _finish_config(out, architecture)
     _write_tokenizer_files(out, tokenizer, _vocab_folder(tokenizer, source) / VOCAB_NAME, model)
@@ -113,8 +115,11 @@ def _to_transformers(model, labels, architecture: str):
     if architecture == "BertForMaskedLM":  # no trained NSP head: leave its tensors out of the file
         import transformers
 
+        # BertForMaskedLM has no pooler (nor does a run that never trained NSP need one): the file holds
+        # exactly the tensors the class named in config.json loads, so loading it lists none as unexpected
         masked = transformers.BertForMaskedLM(hf_model.config)
-        masked.bert = hf_model.bert  # with its pooler: AutoModel reads it
+        encoder = {k: v for k, v in hf_model.bert.state_dict().items() if not k.startswith("pooler.")}
+        masked.bert.load_state_dict(encoder, strict=True)
         masked.cls.predictions = hf_model.cls.predictions
         masked.tie_weights()
         hf_model = masked.eval()
