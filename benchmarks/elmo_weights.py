@@ -36,6 +36,7 @@ def main(argv=None) -> Path:
     parser.add_argument("--lr", type=float, default=None, help="the peak rate; default the kind's lm_study.STUDY_LR")
     parser.add_argument("--log-dir", default=None, help="a folder for the loop's metrics.jsonl while it runs "
                         "(and its last checkpoint); default none")
+    parser.add_argument("--resume", action="store_true", help="go on from --log-dir's latest checkpoint")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import torch
@@ -49,7 +50,7 @@ def main(argv=None) -> Path:
         overrides = {} if args.lr is None else {"lr": args.lr}
         overrides.update({"out": args.log_dir} if args.log_dir else {})
         recipe = lm_study.study_recipe(steps=args.steps, seed=args.seed, kind=args.kind, **overrides)
-        model, run = lm_study.train_lm(args.kind, tokenizer, train_ids, recipe)
+        model, run = lm_study.train_lm(args.kind, tokenizer, train_ids, recipe, resume=args.resume)
         command = " ".join(["python benchmarks/elmo_weights.py", *(argv if argv is not None else sys.argv[1:])])
         folder = lm_study.save_lm(model, run, recipe, tokenizer, args.out, command,
                                     f"{machine()}, {args.threads} threads")

@@ -152,11 +152,12 @@ def collate_for(kind: str, tokenizer) -> Callable:
 
 
 def train_lm(kind: str, tokenizer, train_ids: torch.Tensor, recipe: TrainConfig,
-             stop_at_step: int | None = None) -> tuple[torch.nn.Module, TrainResult]:
+             stop_at_step: int | None = None, resume: bool = False) -> tuple[torch.nn.Module, TrainResult]:
     """A fresh tiny `kind` (seeded by recipe.seed) trained on the windows train_ids (n, T); returned in eval mode.
-    stop_at_step: stop there, on the whole recipe's schedule (the first steps of the shipped run)."""
+    stop_at_step: stop there, on the whole recipe's schedule (the first steps of the shipped run).
+    resume: go on from the latest checkpoint in recipe.out (the training loop's resume)."""
     model = new_model(kind, len(tokenizer), recipe.seed)
-    run = train(model, list(train_ids), collate_for(kind, tokenizer), recipe, stop_at_step=stop_at_step)
+    run = train(model, list(train_ids), collate_for(kind, tokenizer), recipe, stop_at_step=stop_at_step, resume=resume)
     return model.eval(), run
 
 
