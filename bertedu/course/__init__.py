@@ -6,6 +6,7 @@
     lessons.py          what makes a notebook a lesson, counted (tests/test_lessons.py)
     bertviz_offline.py  bertviz's views with their scripts inlined, so they draw without a network
     exercises.py        the exercises' checks (nbgrader-style solution markers)
+    exercise_rules.py   the rules that keep an exercise from being bypassed (issue 57), and their command
     slides.py           slide tags for RISE / nbconvert
     ngram.py            count-based masked-token predictors, a reference line for pretraining
     flops.py            notebook 12's FLOP count of a forward pass, rung by rung of the speed ladder

@@ -214,6 +214,72 @@ def _describe(arg: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+# -- keeping the answer out of the learner's reach (bertedu.course.exercise_rules) ---------
+
+def reference(path: str) -> Any:
+    """The library's own version of an exercise, fetched inside a check cell without binding a
+    name in the learner's namespace: ``reference("bertedu.model.tasks:mean_pool")(h, mask)``.
+
+    A set-up cell that imports the function the learner is asked to write lets the answer be
+    ``return mean_pool(h, mask)``; a check that calls ``reference(...)`` leaves nothing to call.
+    """
+    import importlib
+
+    module, sep, name = path.partition(":")
+    if not sep or not name:
+        raise ValueError(f"reference({path!r}): write 'package.module:name', e.g. 'bertedu.data:mask_tokens'")
+    value = importlib.import_module(module)
+    for part in name.split("."):
+        value = getattr(value, part)
+    return value
+
+
+class forbid_calls:  # noqa: N801 (used as a context manager, read like `with torch.no_grad():`)
+    """Within the ``with`` block, calling ``obj`` (an ``nn.Module``'s forward, or any callable
+    object) or one of its named ``methods`` raises an ExerciseError that says so.
+
+    For an exercise whose function receives the very object that computes the answer
+    (``embed(emb, ids)`` checked against ``emb(ids)``): run the learner's function inside the
+    block, compare outside it::
+
+        with forbid_calls(emb):
+            yours = embed(emb, input_ids, token_type_ids)
+        check_close(yours, emb(input_ids, token_type_ids), "embed(...)")
+
+    Sub-modules stay callable (``emb.layer_norm(x)`` is how the exercise is meant to be done).
+    """
+
+    def __init__(self, obj: Any, *methods: str, name: str | None = None):
+        if not methods and not hasattr(obj, "forward"):
+            raise TypeError("forbid_calls(obj) needs an nn.Module, or the names of the methods to forbid")
+        self.obj, self.name = obj, name or type(obj).__name__
+        self.methods = list(methods) or ["forward"]
+        self.saved: dict[str, Any] = {}
+
+    def _refuse(self, method: str) -> Callable:
+        def refuse(*args, **kwargs):
+            shown = self.name if method == "forward" else f"{self.name}.{method}"
+            _fail(shown, "was called by your answer: the exercise is to compute what it computes, from its parts",
+                  "use its sub-modules and weights (print it to see them), not the object itself")
+        return refuse
+
+    def __enter__(self) -> "forbid_calls":
+        for method in self.methods:
+            self.saved[method] = self.obj.__dict__.get(method, _MISSING)
+            setattr(self.obj, method, self._refuse(method))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for method, before in self.saved.items():
+            if before is _MISSING:
+                delattr(self.obj, method)
+            else:
+                setattr(self.obj, method, before)
+
+
+_MISSING = object()
+
+
 # -- reading exercises out of a notebook (used by the tests and by `strip`) ---------------
 
 def _nbgrader(cell) -> dict:
