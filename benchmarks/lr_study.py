@@ -11,6 +11,17 @@ results.json exists is read, not repeated):
     paper-long     5e-5, `long` epochs: the dev curve shows whether it has converged
     nosegment-paper-long   (paraphrase-en only, issue 50 item 3) paper-long with --no-segment-ids: every
                            token in segment 0, so only [SEP] marks where A ends
+    high-long      (paraphrase-en only, issue 57) the notebook's rate for `long` epochs: both rates at both lengths
+    random-paper-long, random-high-long, random-high-xlong
+                   (paraphrase-en only, issue 57) the random-weights twin (--init random --preset minilm, MiniLM's
+                   vocabulary), every layer trainable, at both rates for `long` epochs and at the high rate for
+                   `xlong` epochs; the record keeps each run's training-loss curve, to show where it stops falling
+
+`--arms high-long,...` runs only the arms named and merges them into the task's existing record entry (each
+arm keeps the command that made it):
+
+    python benchmarks/lr_study.py --tasks paraphrase-en --arms high-long --seeds 0,1,2 --threads 1 \\
+        --out runs/lr-study --json bertedu/weights/lr_study.json
 
     python benchmarks/lr_study.py --tasks paraphrase-en,topic-en --seeds 0,1,2 --threads 1 \\
         --out runs/lr-study --json bertedu/weights/lr_study.json
@@ -32,7 +43,7 @@ PAPER_LR = "5e-5"
 # task -> its notebook's model and CPU recipe (less --lr and --epochs), its high rate and epochs, and the epochs
 # given to the paper's rate
 TASKS = {
-    "paraphrase-en": dict(init="minilm", high="3e-4", epochs="1", long="6", notebook="10",
+    "paraphrase-en": dict(init="minilm", high="3e-4", epochs="1", long="6", xlong="24", notebook="10",
                           recipe="--max-train 192 --max-eval 128 --batch-size 16 --max-seq-length 64"),
     "topic-en": dict(init="minilm-mlm", high="5e-4", epochs="3", long="10", notebook="08 section 9",
                      recipe="--max-train 600 --max-eval 300 --batch-size 32 --max-seq-length 32"),
@@ -50,7 +61,28 @@ def arms(task: str) -> dict[str, str]:
            "paper-long": f"--lr {PAPER_LR} --epochs {t['long']}"}
     if task == "paraphrase-en":
         out["nosegment-paper-long"] = out["paper-long"] + " --no-segment-ids"
+        out["high-long"] = f"--lr {t['high']} --epochs {t['long']}"
+        for name in ("paper-long", "high-long"):
+            out[f"random-{name}"] = out[name]
+        out["random-high-xlong"] = f"--lr {t['high']} --epochs {t['xlong']}"
     return out
+
+
+def arm_init(task: str, name: str) -> tuple[str, list[str], str]:
+    """(init, the flags it adds, how a record shows them) of arm `name`: the random-weights twin of the
+    task's model for the random-* arms (MiniLM's shape and vocabulary), else the task's model."""
+    if not name.startswith("random-"):
+        return TASKS[task]["init"], [], ""
+    from bertedu.pretrained import minilm_vocab_path
+
+    assert TASKS[task]["init"] == "minilm", "a random twin is defined here for MiniLM only"
+    return "random", ["--preset", "minilm", "--vocab", str(minilm_vocab_path())], " --preset minilm --vocab MINILM_VOCAB"
+
+
+def train_loss_curve(run: Path) -> list[list[float]]:
+    """[[step, training loss], ...] from the run's metrics.jsonl."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [[r["step"], r["loss"]] for r in rows if "loss" in r]
 
 
 def dev_curve(run: Path, metric: str) -> list[list[float]]:
@@ -60,10 +92,11 @@ def dev_curve(run: Path, metric: str) -> list[list[float]]:
 
 
 def save(path: Path, task: str, entry: dict) -> None:
-    """Merge `entry` into the record at `path` ({task: entry}): after every arm, so a long study leaves
-    its finished arms behind."""
+    """Merge `entry` into the record at `path` ({task: entry}, its arms added to those there): after every
+    arm, so a long study leaves its finished arms behind."""
     record = json.loads(path.read_text()) if path.exists() else {}
-    record[task] = entry
+    arms_before = record.get(task, {}).get("arms", {})  # arms another process wrote meanwhile are kept
+    record[task] = {**entry, "arms": {**arms_before, **entry["arms"]}}
     path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
@@ -72,14 +105,23 @@ def study(task: str, seeds: list[str], out: Path, extra: str, args) -> dict:
     entry = {"task": task, "init": t["init"], "notebook": t["notebook"], "paper_lr": float(PAPER_LR),
              "seeds": [int(s) for s in seeds], "recipe": t["recipe"], "arms": {},
              "command": shown_command(Path(__file__).name), "threads": args.threads, "machine": machine()}
-    for name, flags in arms(task).items():
-        row = {"flags": flags, "test": [], "dev_curves": [], "steps": None,
-               "finetune": f"bertedu finetune --task {task} --init {t['init']} {t['recipe']} {flags} --seed SEED"}
+    chosen = arms(task)
+    if args.arms:  # only these arms, merged into the task's existing entry
+        chosen = {name: chosen[name] for name in args.arms.split(",")}
+        if args.json and Path(args.json).exists():
+            entry = json.loads(Path(args.json).read_text()).get(task, entry)
+    for name, flags in chosen.items():
+        init, init_flags, shown = arm_init(task, name)
+        row = {"flags": flags, "test": [], "dev_curves": [], "train_loss_curves": [], "steps": None,
+               "finetune": f"bertedu finetune --task {task} --init {init}{shown} {t['recipe']} {flags} --seed SEED",
+               "command": shown_command(Path(__file__).name), "seeds": [int(s) for s in seeds],
+               "threads": args.threads, "machine": machine()}
         for seed in seeds:
             run = out / task / f"{name}-seed{seed}"
-            results = run_finetune(task, t["init"], [*t["recipe"].split(), *flags.split()], seed, run, extra)
+            results = run_finetune(task, init, [*init_flags, *t["recipe"].split(), *flags.split()], seed, run, extra)
             row["test"].append(task_score(results))
             row["dev_curves"].append(dev_curve(run, results["main_metric"]))
+            row["train_loss_curves"].append(train_loss_curve(run))
             row["steps"], entry["metric"] = results["steps"], f"test {results['main_metric']}"
         entry["arms"][name] = row
         print(f"{task} {name:22s} {row['steps']:>4} steps  {mean_sd(row['test'])}", flush=True)
@@ -91,6 +133,8 @@ def study(task: str, seeds: list[str], out: Path, extra: str, args) -> dict:
 def main() -> None:
     parser = study_parser(__doc__.split("\n\n")[0], threads=1)
     parser.add_argument("--tasks", default="paraphrase-en,topic-en")
+    parser.add_argument("--arms", default="", help="run only these arms (comma-separated) and merge them into the "
+                                                   "task's existing record entry")
     args = parser.parse_args()
     set_threads(args.threads)
     for task in args.tasks.split(","):

@@ -456,3 +456,34 @@ def test_plateau_climb_script_records_each_checkpoint_split_by_what_the_input_sh
         assert 0 <= s["accuracy_mask"] <= 1 and 0 <= s["accuracy_unchanged"] <= 1
         assert s["loss_mask_minus_unigram_se"] > 0 and abs(s["loss_mask"] - s["loss_mask_minus_unigram"]) > 0
         assert s["probes"] and all(len(top) == 5 for top in s["probes"].values())
+
+
+def test_lr_study_arms_merge_into_the_record_and_seed_agreement_keeps_predictions(tmp_path, monkeypatch):
+    """benchmarks/lr_study.py --arms runs only the named arms and merges them into the task's existing entry
+    (notebook 10's record keeps its older arms); benchmarks/seed_agreement.py (notebook 08's record) keeps each
+    seed's test predictions beside its accuracy. Both on a few examples, one step."""
+    import runpy
+
+    extra = "--max-train 16 --max-eval 8 --epochs 1 --batch-size 16 --max-seq-length 16"
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    record_path = tmp_path / "lr.json"
+    record_path.write_text(json.dumps({"paraphrase-en": {"task": "paraphrase-en", "command": "older", "arms": {
+        "high": {"flags": "--lr 3e-4 --epochs 1", "test": [0.5]}}}}))
+    monkeypatch.setattr(sys, "argv", ["lr_study.py", "--tasks", "paraphrase-en", "--arms", "high-long", "--seeds", "0",
+                                      "--threads", "1", "--out", str(tmp_path / "runs"), "--json", str(record_path),
+                                      "--extra", extra])
+    runpy.run_path(str(REPO / "benchmarks" / "lr_study.py"), run_name="__main__")
+    entry = json.loads(record_path.read_text())["paraphrase-en"]
+    assert set(entry["arms"]) == {"high", "high-long"} and entry["command"] == "older"  # the older arm is kept
+    arm = entry["arms"]["high-long"]
+    assert arm["flags"] == "--lr 3e-4 --epochs 6" and len(arm["test"]) == len(arm["train_loss_curves"]) == 1
+    assert arm["command"].startswith("python benchmarks/lr_study.py --tasks paraphrase-en --arms high-long")
+
+    agree_path = tmp_path / "agree.json"
+    monkeypatch.setattr(sys, "argv", ["seed_agreement.py", "--seeds", "0,1", "--threads", "1", "--out",
+                                      str(tmp_path / "agree"), "--json", str(agree_path), "--extra", extra])
+    runpy.run_path(str(REPO / "benchmarks" / "seed_agreement.py"), run_name="__main__")
+    agree = json.loads(agree_path.read_text())["minilm/topic-en"]
+    assert agree["seeds"] == [0, 1] and len(agree["predictions"]) == 2 and len(agree["ids"]) == 8
+    for preds, acc in zip(agree["predictions"], agree["test_accuracy"]):
+        assert sum(p == g for p, g in zip(preds, agree["gold"])) / len(preds) == acc
