@@ -282,8 +282,6 @@ def test_the_command_lists_each_violation_on_one_line_and_fails_when_there_is_on
     assert rules.main([str(tmp_path / "01_bad.ipynb")]) == 0
 
 
-@pytest.mark.xfail(strict=False, reason="issue 57 item 3: the lesson authors are fixing the exercises these rules "
-                                        "flag (see /work/wt/READY_exercises); the lead removes this marker then")
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name[:2])
 def test_no_lesson_exercise_can_be_bypassed(path):
     found = rules.violations(path)
