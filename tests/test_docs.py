@@ -112,13 +112,15 @@ def test_every_page_in_docs_is_linked_from_the_readme():
 
 
 def notebook_figure_names() -> tuple[set[str], list[str]]:
-    """Figure file names the notebooks show: `figures/NAME.png` in any cell, and the names
-    passed to save_figure (an f-string's {...} parts become a wildcard)."""
+    """Figure file names the notebooks show: `figures/NAME.png` in any cell, the names a cell's
+    metadata tags (bertedu.course.figures), and the names passed to save_figure (an f-string's {...} parts become a wildcard)."""
     names, patterns = set(), []
     call = re.compile(r"save_figure\([^,]+,\s*(f?)([\"'])(.+?)\2")
     for nb in NOTEBOOKS:
         for cell in json.loads(nb.read_text(encoding="utf-8"))["cells"]:
             source = "".join(cell["source"])
+            figure = cell.get("metadata", {}).get("bertedu", {}).get("figure")  # bertedu.course.figures copies it out
+            names.update([f"{figure}.png"] if figure else [])
             names.update(re.findall(r"(?<![\w/])figures/([\w.-]+\.png)", source))
             for is_f, _, name in call.findall(source):
                 if is_f:
@@ -146,6 +148,19 @@ def test_figures_holds_only_pictures_the_course_shows():
     assert unshown == [], (
         f"figures/ holds {unshown}, which no notebook, the README, the slides or TEACHING.md shows: "
         "`git mv` them to docs/figures/ and link them from the docs page that shows them")
+
+
+def test_the_lessons_pictures_in_figures_are_their_stored_outputs(tmp_path):
+    """figures/NAME.png of a tagged lesson cell is that cell's stored PNG, byte for byte: the README
+    shows what the executed lesson shows (python -m bertedu.course.figures rewrites them)."""
+    from bertedu.course import figures
+
+    assert figures.sync(NOTEBOOKS, REPO / "figures", check=True) == []
+    tagged = {name for nb in NOTEBOOKS for name in figures.tagged_figures(nb)}
+    assert {"sqrt_dk", "qa_span_decoding", "qa_sliding_window"} <= tagged
+    assert figures.sync(NOTEBOOKS[:1] + [REPO / "notebooks" / "03_self_attention.ipynb"], tmp_path) == ["sqrt_dk"]
+    (tmp_path / "sqrt_dk.png").write_bytes(b"not the lesson's picture")
+    assert figures.main([str(REPO / "notebooks" / "03_self_attention.ipynb"), "--out", str(tmp_path), "--check"]) == 1
 
 
 def test_every_picture_in_docs_figures_is_shown_by_a_docs_page_or_the_notes():

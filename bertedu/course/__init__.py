@@ -10,6 +10,7 @@
     exercises.py        the exercises' checks (nbgrader-style solution markers)
     exercise_rules.py   the rules that keep an exercise from being bypassed (issue 57), and their command
     slides.py           slide tags for RISE / nbconvert
+    figures.py          figures/*.png copied out of the lessons' stored outputs (cells tagged in metadata)
     ngram.py            count-based masked-token predictors, a reference line for pretraining
     flops.py            notebook 12's FLOP count of a forward pass, rung by rung of the speed ladder
     long_inputs.py      notebook 14's study: head, tail, head + tail, sliding windows on frozen features
