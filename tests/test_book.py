@@ -262,8 +262,13 @@ def test_math_is_typeset_on_a_lesson_with_math_and_pictures(site, served, chromi
 def test_the_glossary_page_shows_its_terms(site, served, chromium, screenshots):
     _load(chromium, served + "docs/glossary.html#mlm")
     text = chromium.execute_script("return document.body.innerText")
+    cjk = chromium.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        document.fonts.ready.then(() => done(document.fonts.check('16px "bertedu CJK"', '掩蔽语言模型')));
+    """)
     chromium.save_screenshot(str(screenshots / "book_glossary.png"))
     assert "masked language model" in text and "掩蔽语言模型" in text
+    assert cjk, "the site's Chinese font did not load"
 
 
 @needs_chromium

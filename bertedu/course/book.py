@@ -38,6 +38,14 @@ DOCS_ORDER = ("setup", "library", "command_line", "tokenization", "pretraining",
               "distillation", "speed", "gpu_route", "book", "glossary")
 LINK = re.compile(r"(\]\()([^)\s]+)(\))")  # a markdown link or image: ](target)
 LEARN = "python -m bertedu.course.exercises learn"
+# Chinese (the glossary, 03's 我 是 谁) in the font the course's figures use, served by the site; only
+# CJK characters are drawn with it (unicode-range), and a page without them never loads it
+CJK_CSS = """@font-face { font-family: "bertedu CJK"; src: url("fonts/NotoSansSC-Regular.otf") format("opentype");
+  unicode-range: U+2E80-2FDF, U+3000-303F, U+3100-31BF, U+3400-4DBF, U+4E00-9FFF, U+F900-FAFF, U+FF00-FFEF; }
+html { --pst-font-family-base: "bertedu CJK", var(--pst-font-family-base-system);
+  --pst-font-family-heading: "bertedu CJK", var(--pst-font-family-base-system);
+  --pst-font-family-monospace: var(--pst-font-family-monospace-system), "bertedu CJK"; }
+"""
 FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" '
            'fill="#2a6f97"/><text x="16" y="23" font-size="20" text-anchor="middle" fill="white" '
            'font-family="sans-serif">B</text></svg>')
@@ -280,6 +288,7 @@ def sphinx_config(edition: Edition = EDITIONS[0]) -> dict:
         "html_theme_options": {"show_toc_level": 2, "home_page_in_toc": True, "use_download_button": False,
                                "use_fullscreen_button": False, "navigation_with_keys": False},
         "html_static_path": ["_book_static"],
+        "html_css_files": ["book.css"],
         "html_copy_source": False,
         "html_show_sourcelink": False,
         "html_last_updated_fmt": None,
@@ -312,6 +321,11 @@ def write_config(stage: Path, edition: Edition = EDITIONS[0]) -> None:
     shutil.copytree(_mathjax_folder(), static / "mathjax", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.py", "__pycache__", "SVG", "localization"))
     (static / "favicon.svg").write_text(FAVICON, encoding="utf-8")
+    from pylopdf_fonts_zh_cn import sans_path  # Noto Sans SC, SIL Open Font License
+
+    (static / "fonts").mkdir(exist_ok=True)
+    shutil.copy(sans_path(), static / "fonts" / "NotoSansSC-Regular.otf")
+    (static / "book.css").write_text(CJK_CSS, encoding="utf-8")
 
 
 def build(out: Path = DEFAULT_OUT, root: Path = ROOT, quiet: bool = True) -> dict:
