@@ -153,10 +153,9 @@ def _note(text: str) -> dict:
     return {"output_type": "display_data", "metadata": {}, "data": {"text/html": html, "text/plain": text}}
 
 
-WIDGET_NOTE = ("Live in JupyterLab: run this cell there to use the widgets (the page shows what a running "
-               "kernel draws only in JupyterLab; the picture above is their first view).")
-BERTVIZ_NOTE = ("Live in JupyterLab, where running the cell draws this view for your own sentence; "
-                "here it is the stored rendering of the notebook's sentence.")
+WIDGET_NOTE = "Live in JupyterLab: run this cell there to use its widgets, which need a running kernel."
+BERTVIZ_NOTE = ("Live in JupyterLab: run this cell there and bertviz draws its view; the page keeps the "
+                "stored output below, whose script runs only in a running notebook.")
 
 
 def _with_live_notes(outputs: list[dict]) -> list[dict]:
