@@ -17,10 +17,26 @@ def _name_and_spec(requirement: str) -> tuple[str, str]:
     return CONDA_TO_PIP.get(name, name), spec
 
 
+def _extra(extras: dict[str, list[str]], name: str) -> list[str]:
+    """An extra's requirements, with the extras it names of this package itself ("bertedu[book]") spelt out."""
+    out = []
+    for requirement in extras[name]:
+        m = re.fullmatch(r"\s*bertedu\[([a-z]+)\]\s*", requirement)
+        out += _extra(extras, m.group(1)) if m else [requirement]
+    return out
+
+
 def pip_requirements() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = project["dependencies"] + project["optional-dependencies"]["course"]
+    reqs = project["dependencies"] + _extra(project["optional-dependencies"], "course")
     return dict(_name_and_spec(r) for r in reqs)
+
+
+def test_the_course_extra_includes_the_book_extra():
+    """CI installs README's `pip install -e ".[course]"`; the book's build and its browser test need the book extra."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "bertedu[book]" in extras["course"]
+    assert set(extras["book"]) <= set(_extra(extras, "course"))
 
 
 def conda_requirements() -> dict[str, str]:

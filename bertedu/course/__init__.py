@@ -16,6 +16,7 @@
     long_inputs.py      notebook 14's study: head, tail, head + tail, sliding windows on frozen features
     lm_study.py         notebook 17's study: BERT, GPT and an ELMo-style model on the same windows, the
                         middle-word fill, the two-sense probe (shared with benchmarks/elmo_study.py)
+    book.py             the course as a static web book from the stored outputs (python -m bertedu.course.book)
 
 May import: anything it pictures (`model`, `family`, `data`, `training`, `pretrained`,
 `interop`); never `bertedu.cli`.
