@@ -347,3 +347,22 @@ def test_albert_factorised_counts_from_the_config():
     assert f"{300 * 16:,}" in text and f"{projection:,}" in text and f"one layer\n{layer:,} parameters" in text
     assert f"{3 * layer:,} parameters" in text and "looped 3 times" in text
     plt.close("all")
+
+
+def test_a_diagram_is_shown_as_a_small_palette_png_of_the_same_size():
+    """drawing.palette_png: the same pixels' size, at most PALETTE colours, a fraction of the full PNG's bytes
+    (what keeps a lesson with three 150-dpi pictures small)."""
+    import io
+
+    from PIL import Image
+
+    from bertedu.course import drawing
+
+    ax = diagrams.you_are_here(2, BertConfig.minilm(), kind="minilm")
+    small = drawing.palette_png(ax.figure)
+    full = io.BytesIO()
+    ax.figure.savefig(full, format="png", dpi=ax.figure.dpi, bbox_inches="tight")
+    a, b = Image.open(io.BytesIO(small)), Image.open(full)
+    assert a.size == b.size and a.mode == "P" and len(a.getcolors(maxcolors=256)) <= drawing.PALETTE
+    assert len(small) < len(full.getvalue()) / 2 and ax.figure.bertedu_diagram
+    plt.close(ax.figure)
