@@ -115,6 +115,20 @@ def test_the_chinese_edition_has_every_lesson_in_order_and_every_page_links_the_
     assert "../zh/notebooks/05_pretraining_data.html" in _parsed(out / "notebooks/05_pretraining_data.html").links
 
 
+def test_a_link_to_a_translation_opens_its_site_only_when_it_is_built(tmp_path):
+    """README.md links README.zh-CN.md from its first lines; while the checkout holds no Chinese lessons the
+    Chinese site is not built, and the English page keeps the link's words, not a link to nothing."""
+    (tmp_path / "README.zh-CN.md").write_text("# 中文\n", encoding="utf-8")
+    text = "中文版：[README.zh-CN.md](README.zh-CN.md) · [TEACHING.md](TEACHING.md)"
+    assert book._links_to_translations(text, Path("README.md"), tmp_path) == \
+        "中文版：README.zh-CN.md · [TEACHING.md](TEACHING.md)"
+    (tmp_path / "notebooks" / "zh").mkdir(parents=True)
+    (tmp_path / "notebooks" / "zh" / "00_course_map.ipynb").write_text("{}", encoding="utf-8")
+    assert book.in_checkout(tmp_path, book.EDITIONS[1])
+    assert book._links_to_translations(text, Path("README.md"), tmp_path) == \
+        '中文版：<a href="zh/index.html">README.zh-CN.md</a> · [TEACHING.md](TEACHING.md)'
+
+
 def _internal(base: Path, page: Path, ref: str) -> tuple[Path, str] | None:
     """(file, fragment) that a link of page names inside the site, or None for a link that leaves it."""
     url = urlparse(ref)

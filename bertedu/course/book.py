@@ -288,6 +288,11 @@ def edition_files(root: Path, edition: Edition) -> dict[Path, Path]:
     return {k: v for k, v in files.items() if (root / k).is_file()}
 
 
+def in_checkout(root: Path, edition: Edition) -> bool:
+    """Whether a translation is built: its lessons and its landing page are in this checkout."""
+    return bool(lessons(root, edition)) and (root / edition.landing).is_file()
+
+
 def translation_files(root: Path) -> dict[Path, str]:
     """The pages only a translation shows (not the docs it shares): checkout path -> URL from the site's root."""
     return {rel: f"{e.code}/{staged.with_suffix('.html').as_posix()}" for e in EDITIONS[1:]
@@ -305,12 +310,15 @@ def _target(page: Path, target: str) -> tuple[Path | None, str]:
 def _links_to_translations(text: str, page: Path, root: Path) -> str:
     """An English page's links to a translation's pages, as plain links into that edition's site."""
     elsewhere = translation_files(root)
+    built = {e.code for e in EDITIONS[1:] if in_checkout(root, e)}
     up = "../" * len(_stage_path(page).parent.parts)
 
     def fix(m: re.Match) -> str:
         rel, anchor = _target(page, m.group(3))
         if rel not in elsewhere or m.group(1):
             return m.group(0)
+        if elsewhere[rel].split("/")[0] not in built:  # its site is not built from this checkout: the words only
+            return m.group(2)
         return f'<a href="{up}{elsewhere[rel]}{anchor}">{m.group(2)}</a>'
 
     return FULL_LINK.sub(fix, text)
@@ -515,7 +523,7 @@ def build(out: Path = DEFAULT_OUT, root: Path = ROOT, quiet: bool = True) -> dic
     stage_sources(root, stage)
     sites = [(EDITIONS[0], stage, out, "")]
     for edition in EDITIONS[1:]:
-        if lessons(root, edition) and (root / edition.landing).is_file():  # else not in this checkout: left out
+        if in_checkout(root, edition):  # else not in this checkout: left out
             edition_stage = out.parent / f"{out.name}-source-{edition.code}"
             stage_translation(root, edition_stage, edition)
             sites.append((edition, edition_stage, out / edition.code, f"{edition.code}/"))
