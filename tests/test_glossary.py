@@ -32,6 +32,7 @@ def test_every_chinese_cell_names_chinese_words():
     for term in glossary.terms():
         words = glossary.chinese_words(term.chinese)
         assert words, term
+        assert "：" not in term.chinese, f"{term.anchor}: list words with 、 or / (the book's search splits there)"
         assert any(CJK.search(w) for w in glossary.chinese_words(term.chinese, aliases=True)), term
 
 
