@@ -112,6 +112,12 @@ def test_the_map_comes_first_and_speaks_chinese(path):
 
 
 @pytest.mark.parametrize("path", CHINESE, ids=lambda p: p.name[:2])
+def test_every_cell_has_slide_metadata_and_the_title_opens_the_deck(path):
+    kinds = [c.get("metadata", {}).get("slideshow", {}).get("slide_type") for c in _cells(path)]
+    assert None not in kinds and kinds[0] == "slide", f"{path.name}: load the lesson again (editions load)"
+
+
+@pytest.mark.parametrize("path", CHINESE, ids=lambda p: p.name[:2])
 def test_relative_links_resolve(path):
     broken = [t for c in _cells(path) for t in RELATIVE_LINK.findall(_markdown(c))
               if not (path.parent / t).resolve().exists()]
@@ -134,6 +140,17 @@ def test_glossary_terms_are_linked_in_both_editions_with_the_glossarys_chinese(p
     assert unknown == [], f"{path.name}: links to glossary anchors that do not exist: {unknown}"
     wrong = [(t, a) for t, a in links if not any(w and w in t for w in re.split(r"[、/（）()，,\s]+", chinese[a]))]
     assert wrong == [], f"{path.name}: glossary links whose text is not the glossary's Chinese term: {wrong}"
+
+
+RELATIVE_PATH = re.compile(r"""["'](?:\.\.?/|appendix/|figures/)[^"']*["']""")
+
+
+@pytest.mark.parametrize("path", ENGLISH, ids=lambda p: p.name[:2])
+def test_no_english_code_names_a_path_relative_to_its_folder(path):
+    """A Chinese lesson runs the English code one folder deeper (notebooks/zh/): a path such as "../docs/x.md"
+    would name another file there. Find the file from the repository instead (Path.cwd().parents)."""
+    found = [m.group(0) for c in _cells(path) if c["cell_type"] == "code" for m in RELATIVE_PATH.finditer("".join(c["source"]))]
+    assert found == [], f"{path.name}: paths relative to the lesson's folder: {found}"
 
 
 # --- the tools themselves, on a copy of a lesson ---------------------------------------------------------------
