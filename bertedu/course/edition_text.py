@@ -147,10 +147,21 @@ def load(lesson: str, text: str) -> list[str]:
                          f"missing {missing}, order {'differs' if not missing else 'ok'}")
     nb = copy.deepcopy(en)
     nb.cells = cells
+    _tag_slides(nb)
     nb.metadata.setdefault("bertedu", {})["edition"] = path.parent.name
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return []
+
+
+def _tag_slides(nb) -> None:
+    """Slide metadata (bertedu.course.slides' rules) on the edition's own cells, prose and code; a mirrored
+    cell keeps the English cell's, as it keeps everything else of it."""
+    from .slides import slide_types
+
+    for cell, kind in zip(nb.cells, slide_types(nb)):
+        if cell.cell_type == "markdown" or is_own(cell):
+            cell.metadata.setdefault("slideshow", {})["slide_type"] = kind
 
 
 def main(command: str, lesson: str) -> int:
