@@ -142,6 +142,17 @@ def test_glossary_terms_are_linked_in_both_editions_with_the_glossarys_chinese(p
     assert wrong == [], f"{path.name}: glossary links whose text is not the glossary's Chinese term: {wrong}"
 
 
+RELATIVE_PATH = re.compile(r"""["'](?:\.\.?/|appendix/|figures/)[^"']*["']""")
+
+
+@pytest.mark.parametrize("path", ENGLISH, ids=lambda p: p.name[:2])
+def test_no_english_code_names_a_path_relative_to_its_folder(path):
+    """A Chinese lesson runs the English code one folder deeper (notebooks/zh/): a path such as "../docs/x.md"
+    would name another file there. Find the file from the repository instead (Path.cwd().parents)."""
+    found = [m.group(0) for c in _cells(path) if c["cell_type"] == "code" for m in RELATIVE_PATH.finditer("".join(c["source"]))]
+    assert found == [], f"{path.name}: paths relative to the lesson's folder: {found}"
+
+
 # --- the tools themselves, on a copy of a lesson ---------------------------------------------------------------
 
 
