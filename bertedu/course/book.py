@@ -277,7 +277,8 @@ def stage_sources(root: Path, stage: Path, edition: Edition = EDITIONS[0]) -> No
 
 # -- the translations (the Chinese edition), each its own site under <out>/<code>/ --------------------------
 
-FULL_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(([^)\s]+)\)")  # [text](target) or ![alt](target)
+# [text](target) or ![alt](target); the text may hold one level of brackets ("从 [CLS] 得到", an alt with "[UNK]")
+FULL_LINK = re.compile(r"(!?)\[((?:[^\]\[\n]|\[[^\]\n]*\])*)\]\(([^)\s]+)\)")
 
 
 def edition_files(root: Path, edition: Edition) -> dict[Path, Path]:
@@ -431,6 +432,7 @@ def sphinx_config(edition: Edition = EDITIONS[0]) -> dict:
         "html_copy_source": False,
         "html_show_sourcelink": False,
         "html_last_updated_fmt": None,
+        "html_use_index": False,  # no index entries in the book; genindex.html would be a page without the switch
         "html_context": {"editions": [{"code": e.code, "name": e.name} for e in EDITIONS]},
         # MathJax 2.7 with its STIX web fonts, set up as Jupyter's classic notebook set it up
         "mathjax_path": "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full",
@@ -486,6 +488,9 @@ def write_config(stage: Path, edition: Edition = EDITIONS[0], switch: list[dict]
     lines += [f"SWITCH = {switch or []!r}", SWITCH_CODE]
     if edition.code == "zh":  # jieba says how it built its dictionary at DEBUG level, on every build
         lines += ["import logging", "import jieba", "jieba.setLogLevel(logging.WARNING)"]
+        # Sphinx 9 ends zh's language_data.js with `window.Stemmer = ChineseStemmer`, a stemmer it does not ship
+        # (it ships the English one, which its Chinese index uses for Latin words), and the search page stops there
+        lines += ["from sphinx.search.zh import SearchChinese", "SearchChinese.language_name = 'English'"]
     (stage / "conf.py").write_text("\n".join(lines) + "\n", encoding="utf-8")
     static = stage / "_book_static"
     shutil.copytree(_mathjax_folder(), static / "mathjax", dirs_exist_ok=True,
