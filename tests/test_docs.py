@@ -255,6 +255,12 @@ def test_the_chinese_pages_link_every_lesson():
     names = [p.name for p in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
     linked = [t.partition("#")[0] for t in links(README_ZH) if t.startswith("notebooks/zh/")]
     assert linked == [f"notebooks/zh/{name}" for name in names]
+    for name in names:  # the link's words are the Chinese lesson's title, once the lesson is in the checkout
+        lesson = REPO / "notebooks" / "zh" / name
+        if lesson.is_file():
+            first = "".join(json.loads(lesson.read_text(encoding="utf-8"))["cells"][0]["source"]).splitlines()[0]
+            title = re.sub(r"^#\s*\d\d\s*[—·]\s*", "", first)
+            assert f"| [{title}](notebooks/zh/{name}) |" in README_ZH.read_text(encoding="utf-8"), (name, title)
 
 
 def test_the_chinese_guide_keeps_the_english_guides_tables():
