@@ -38,6 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from bertedu.course import i18n
+from bertedu.course.exercise_messages import hint as _in_language
+from bertedu.course.exercise_messages import say
+
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 
@@ -46,9 +50,9 @@ class ExerciseError(AssertionError):
 
 
 def _fail(name: str, problem: str, hint: str | None) -> None:
-    message = f"{name}: {problem}"
+    message = say("message", name=name, problem=problem)
     if hint:
-        message += f"\nHint: {hint}"
+        message += say("hint", hint=_in_language(hint))
     raise ExerciseError(message)
 
 
@@ -68,32 +72,33 @@ def _as_tensor(value: Any):
 def check_defined(namespace: dict, name: str, hint: str | None = None) -> Any:
     """The exercise's answer exists (the learner ran their cell); returns it."""
     if name not in namespace:
-        _fail(name, "is not defined: run your solution cell above first", hint)
+        _fail(name, say("not_defined"), hint)
     return namespace[name]
 
 
-def check_type(value: Any, expected: type | tuple[type, ...], name: str = "result", hint: str | None = None) -> None:
+def check_type(value: Any, expected: type | tuple[type, ...], name: str | None = None, hint: str | None = None) -> None:
     if not isinstance(value, expected):
-        names = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
-        _fail(name, f"should be a {names}, got a {type(value).__name__}", hint)
+        names = expected.__name__ if isinstance(expected, type) else say("or").join(t.__name__ for t in expected)
+        _fail(name or say("result"), say("should_be_type", expected=names, got=type(value).__name__), hint)
 
 
-def check_shape(value: Any, expected: Sequence[int], name: str = "result", hint: str | None = None) -> None:
+def check_shape(value: Any, expected: Sequence[int], name: str | None = None, hint: str | None = None) -> None:
     """``value.shape`` equals ``expected`` (a tuple of ints)."""
+    name = name or say("result")
     shape = _shape(value)
     if shape is None:
-        _fail(name, f"should be a tensor of shape {tuple(expected)}, got a {type(value).__name__}", hint)
+        _fail(name, say("should_be_tensor", shape=tuple(expected), got=type(value).__name__), hint)
     if shape != tuple(expected):
-        problem = f"has shape {shape}, expected {tuple(expected)}"
+        problem = say("shape_differs", shape=shape, expected=tuple(expected))
         if len(shape) != len(expected):
-            problem += f" ({len(shape)} dimensions instead of {len(expected)})"
+            problem += say("dimensions_differ", got=len(shape), expected=len(expected))
         _fail(name, problem, hint)
 
 
 def check_close(
     actual: Any,
     expected: Any,
-    name: str = "result",
+    name: str | None = None,
     hint: str | None = None,
     atol: float = 1e-5,
     rtol: float = 1e-4,
@@ -101,53 +106,53 @@ def check_close(
     """Numbers or tensors agree within tolerance; otherwise say where and by how much."""
     import torch
 
+    name = name or say("result")
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
         if not isinstance(actual, (int, float)) and _shape(actual) not in ((), None):
-            _fail(name, f"should be a single number, got shape {_shape(actual)}", hint)
+            _fail(name, say("single_number", shape=_shape(actual)), hint)
         try:
             got = float(actual)
         except (TypeError, ValueError):
-            _fail(name, f"should be a number, got {type(actual).__name__}", hint)
+            _fail(name, say("a_number", got=type(actual).__name__), hint)
         if math.isnan(got):
-            _fail(name, "is NaN", hint)
+            _fail(name, say("is_nan"), hint)
         if abs(got - expected) > atol + rtol * abs(expected):
-            _fail(name, f"is {got:.6g}, expected {expected:.6g}", hint)
+            _fail(name, say("number_differs", got=got, expected=expected), hint)
         return
     exp = _as_tensor(expected)
     if not isinstance(actual, torch.Tensor) and _shape(actual) is None and not isinstance(actual, (list, tuple)):
-        _fail(name, f"should be a tensor of shape {tuple(exp.shape)}, got a {type(actual).__name__}", hint)
+        _fail(name, say("should_be_tensor", shape=tuple(exp.shape), got=type(actual).__name__), hint)
     got = _as_tensor(actual)
     check_shape(got, tuple(exp.shape), name, hint)
     got, exp = got.double(), exp.double()
     if torch.isnan(got).any() and not torch.isnan(exp).any():
-        _fail(name, f"contains NaN at {int(torch.isnan(got).sum())} positions", hint)
+        _fail(name, say("nan_positions", count=int(torch.isnan(got).sum())), hint)
     diff = (got - exp).abs()
     bad = diff > atol + rtol * exp.abs()
     if bad.any():
         where = tuple(int(i) for i in bad.nonzero()[0]) if diff.dim() else ()
-        problem = (
-            f"{int(bad.sum())} of {bad.numel()} values differ; first at index {where}: "
-            f"got {got[where].item():.6g}, expected {exp[where].item():.6g} "
-            f"(largest difference {diff.max().item():.3g})"
-        )
+        problem = say("values_differ", bad=int(bad.sum()), total=bad.numel(), where=where, got=got[where].item(),
+                      expected=exp[where].item(), largest=diff.max().item())
         _fail(name, problem, hint)
 
 
-def check_equal(actual: Any, expected: Any, name: str = "result", hint: str | None = None) -> None:
+def check_equal(actual: Any, expected: Any, name: str | None = None, hint: str | None = None) -> None:
     """Exact equality; for sequences, name the first position that differs and what is there.
 
     When the lengths differ, say which items are missing or extra if that explains the
     difference (``has 12 items, expected 13: the item '[SEP]' at position 12 is missing``).
     """
+    name = name or say("result")
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
         first = next((i for i, (a, e) in enumerate(zip(actual, expected)) if a != e), None)
         if len(actual) != len(expected):
-            _fail(name, f"has {len(actual)} items, expected {len(expected)}: "
-                        f"{_length_difference(list(actual), list(expected), first)}", hint)
+            detail = _length_difference(list(actual), list(expected), first)
+            _fail(name, say("length_differs", got=len(actual), expected=len(expected), detail=detail), hint)
         if first is not None:
             n_differ = sum(a != e for a, e in zip(actual, expected))
-            more = f" ({n_differ} of {len(expected)} positions differ)" if n_differ > 1 else ""
-            _fail(name, f"differs at position {first}: got {actual[first]!r}, expected {expected[first]!r}{more}", hint)
+            more = say("positions_differ", count=n_differ, total=len(expected)) if n_differ > 1 else ""
+            _fail(name, say("position_differs", first=first, got=actual[first], expected=expected[first], more=more),
+                  hint)
         return
     if _shape(expected) is not None:
         check_shape(actual, _shape(expected), name, hint)
@@ -156,18 +161,18 @@ def check_equal(actual: Any, expected: Any, name: str = "result", hint: str | No
         got, exp = _as_tensor(actual), _as_tensor(expected)
         if not torch.equal(got, exp):
             where = tuple(int(i) for i in (got != exp).nonzero()[0])
-            _fail(name, f"differs at index {where}: got {got[where].item()!r}, expected {exp[where].item()!r}", hint)
+            _fail(name, say("index_differs", where=where, got=got[where].item(), expected=exp[where].item()), hint)
         return
     if actual != expected:
-        _fail(name, f"is {actual!r}, expected {expected!r}", hint)
+        _fail(name, say("value_differs", got=actual, expected=expected), hint)
 
 
 def _items(values: list, start: int) -> str:
     """``the item 'a' at position 4`` or ``the 3 items at positions 4-6 ('a', 'b', 'c')``."""
     if len(values) == 1:
-        return f"the item {values[0]!r} at position {start}"
+        return say("item", value=values[0], start=start)
     shown = ", ".join(repr(v) for v in values[:5]) + (", ..." if len(values) > 5 else "")
-    return f"the {len(values)} items at positions {start}-{start + len(values) - 1} ({shown})"
+    return say("items", count=len(values), start=start, end=start + len(values) - 1, shown=shown)
 
 
 def _length_difference(actual: list, expected: list, first: int | None) -> str:
@@ -176,11 +181,11 @@ def _length_difference(actual: list, expected: list, first: int | None) -> str:
     i = min(len(actual), len(expected)) if first is None else first
     k = abs(len(actual) - len(expected))
     if len(actual) < len(expected) and actual[i:] == expected[i + k:]:
-        return f"{_items(expected[i:i + k], i)} {'is' if k == 1 else 'are'} missing"
+        return say("one_missing" if k == 1 else "many_missing", items=_items(expected[i:i + k], i))
     if len(actual) > len(expected) and actual[i + k:] == expected[i:]:
-        return f"{_items(actual[i:i + k], i)} should not be there"
+        return say("extra", items=_items(actual[i:i + k], i))
     # (here i < both lengths: a prefix of the other sequence is always explained above)
-    return f"the first difference is at position {i}: got {actual[i]!r}, expected {expected[i]!r}"
+    return say("first_difference", position=i, got=actual[i], expected=expected[i])
 
 
 def check_function(
@@ -192,9 +197,9 @@ def check_function(
     compare: Callable = check_close,
 ) -> None:
     """Call ``fn`` and ``reference`` on each case (a tuple of arguments) and compare."""
-    name = name or getattr(fn, "__name__", "your function")
+    name = name or getattr(fn, "__name__", None) or say("your_function")
     if not callable(fn):
-        _fail(name, f"should be a function, got a {type(fn).__name__}", hint)
+        _fail(name, say("not_a_function", got=type(fn).__name__), hint)
     for args in cases:
         shown = ", ".join(_describe(a) for a in args)
         try:
@@ -202,7 +207,7 @@ def check_function(
         except NotImplementedError:
             raise
         except Exception as error:  # the learner's code raised: say on which input
-            _fail(f"{name}({shown})", f"raised {type(error).__name__}: {error}", hint)
+            _fail(f"{name}({shown})", say("raised", error=type(error).__name__, text=error), hint)
         compare(got, reference(*args), f"{name}({shown})", hint)
 
 
@@ -227,7 +232,7 @@ def reference(path: str) -> Any:
 
     module, sep, name = path.partition(":")
     if not sep or not name:
-        raise ValueError(f"reference({path!r}): write 'package.module:name', e.g. 'bertedu.data:mask_tokens'")
+        raise ValueError(say("reference_path", path=path))
     value = importlib.import_module(module)
     for part in name.split("."):
         value = getattr(value, part)
@@ -260,7 +265,7 @@ class forbid_calls:  # noqa: N801 (used as a context manager, read like `with to
 
     def __init__(self, obj: Any, *methods: str, name: str | None = None):
         if not methods and not hasattr(obj, "forward"):
-            raise TypeError("forbid_calls(obj) needs an nn.Module, or the names of the methods to forbid")
+            raise TypeError(say("forbid_needs"))
         self.obj, self.name = obj, name or type(obj).__name__
         self.methods = list(methods) or ["forward"]
         self.saved: dict[str, Any] = {}
@@ -268,8 +273,7 @@ class forbid_calls:  # noqa: N801 (used as a context manager, read like `with to
     def _refuse(self, method: str) -> Callable:
         def refuse(*args, **kwargs):
             shown = self.name if method == "forward" else f"{self.name}.{method}"
-            _fail(shown, "was called by your answer: the exercise is to compute what it computes, from its parts",
-                  "use its sub-modules and weights (print it to see them), not the object itself")
+            _fail(shown, say("forbidden_call"), say("forbidden_hint"))
         return refuse
 
     def __enter__(self) -> "forbid_calls":
