@@ -20,7 +20,15 @@ version is made by one command, which uses nbgrader's own ``ClearSolutions`` pre
 
 A learner makes their own copies once and opens them with ``python -m bertedu.course.exercises
 learn`` (copies into learner/, which git ignores; a copy that exists holds the learner's work and
-is never overwritten).
+is never overwritten). The Chinese edition's copies:
+
+    python -m bertedu.course.exercises learn --lang zh     # notebooks/zh/ -> learner/zh/, checks in Chinese
+
+The checks speak the learner's language (``bertedu.course.i18n``: ``use("zh")``, or
+``BERTEDU_LANG=zh``, which ``learn --lang zh`` gives JupyterLab and so every kernel it starts).
+A Chinese lesson's check cells are the English ones byte for byte; their messages and English
+hints are translated at run time (``bertedu.course.exercise_messages``, whose catalogue of hints
+tests/test_exercises.py keeps complete).
 
 Each solution cell also stores a deliberately wrong answer in
 ``metadata.bertedu.wrong_answer`` and a fragment of the message its check must print
@@ -405,19 +413,25 @@ def learner_copies(src: str | Path, out: str | Path) -> tuple[list[Path], list[P
 
 # The course's notebooks beside the package (bertedu/course/exercises.py -> the repository root).
 REPOSITORY = Path(__file__).resolve().parents[2]
+# Where each edition's lessons are, and where `learn` writes the learner's copies of them.
+EDITIONS = {"en": (REPOSITORY / "notebooks", REPOSITORY / "learner"),
+            "zh": (REPOSITORY / "notebooks" / "zh", REPOSITORY / "learner" / "zh")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bertedu.course.exercises", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("strip", help="write the learner's notebooks (solutions removed)")
-    p.add_argument("src", help="a notebook or a folder of notebooks (e.g. notebooks/)")
+    p.add_argument("src", help="a notebook or a folder of notebooks (e.g. notebooks/ or notebooks/zh/)")
     p.add_argument("out", help="the folder to write the learner's notebooks to")
     p = sub.add_parser("learn", help="make your own copies of the course (once; your work is kept) and open them")
-    p.add_argument("--src", default=str(REPOSITORY / "notebooks"),
-                   help="the course's notebooks (default: the notebooks/ folder of the repository bertedu is in)")
-    p.add_argument("--out", default=str(REPOSITORY / "learner"),
-                   help="your copies (default: learner/ beside notebooks/, which git ignores)")
+    p.add_argument("--lang", choices=i18n.LANGUAGES, default="en",
+                   help="the edition: en (notebooks/ -> learner/) or zh, the Chinese one (notebooks/zh/ -> "
+                        "learner/zh/); JupyterLab's kernels get BERTEDU_LANG, so the checks speak it (default: en)")
+    p.add_argument("--src", help="the course's notebooks (default: the edition's folder in the repository bertedu "
+                                 "is in: notebooks/, or notebooks/zh/ with --lang zh)")
+    p.add_argument("--out", help="your copies (default: learner/ beside notebooks/, which git ignores; learner/zh/ "
+                                 "with --lang zh)")
     p.add_argument("--no-open", action="store_true", help="make the copies, do not start JupyterLab")
     p.add_argument("--allow-root", action="store_true", help="start JupyterLab as root (it refuses otherwise)")
     args = parser.parse_args(argv)
@@ -425,7 +439,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         written = strip(args.src, args.out)
         print(f"wrote {len(written)} learner notebooks to {args.out}")
         return 0
+    src, out = EDITIONS[args.lang]
+    args.src, args.out = args.src or str(src), args.out or str(out)
     return _learn(parser, args)
+
+
+def jupyterlab(out: str | Path, lang: str = "en", allow_root: bool = False) -> tuple[list[str], dict[str, str]]:
+    """The command that opens the learner's copies in ``out``, and its environment: this process's,
+    with ``BERTEDU_LANG=lang``, which JupyterLab hands to every kernel it starts (bertedu.course.i18n)."""
+    import os
+    import sys
+
+    if lang not in i18n.LANGUAGES:
+        raise ValueError(f"lang={lang!r}: the course speaks {' or '.join(i18n.LANGUAGES)}")
+    command = [sys.executable, "-m", "jupyterlab", *(["--allow-root"] if allow_root else []), str(out)]
+    return command, {**os.environ, i18n.ENVIRONMENT: lang}
 
 
 def _learn(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -435,17 +463,20 @@ def _learn(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import sys
 
     if not any(Path(args.src).glob("*.ipynb")):
-        parser.exit(2, f"{parser.prog} learn: error: no course notebooks in {args.src} (bertedu installed without "
-                       "its repository?): install from a clone (pip install -e .), or pass --src FOLDER\n")
+        fix = ("(the Chinese edition is not in this copy of the course): update it (git pull), use --lang en"
+               if args.lang == "zh" else
+               "(bertedu installed without its repository?): install from a clone (pip install -e .)")
+        parser.exit(2, f"{parser.prog} learn: error: no course notebooks in {args.src} {fix}, or pass --src FOLDER\n")
     written, kept = learner_copies(args.src, args.out)
     print(f"{args.out}: {len(written)} new copies without solutions, {len(kept)} of yours kept as they are")
     if args.no_open:
         return 0
-    command = [sys.executable, "-m", "jupyterlab", *(["--allow-root"] if args.allow_root else []), str(args.out)]
+    command, env = jupyterlab(args.out, args.lang, args.allow_root)
     if hasattr(os, "geteuid") and os.geteuid() == 0 and not args.allow_root:
         parser.exit(2, f"{parser.prog} learn: error: running as root, and JupyterLab refuses to start as root: run "
-                       f"this as another user, or add --allow-root (it starts: {' '.join(command)} --allow-root)\n")
-    status = subprocess.run(command, check=False).returncode
+                       f"this as another user, or add --allow-root (it starts: {i18n.ENVIRONMENT}={args.lang} "
+                       f"{' '.join(command)} --allow-root)\n")
+    status = subprocess.run(command, check=False, env=env).returncode
     if status:
         print(f"{parser.prog} learn: JupyterLab exited with status {status}; your copies are in {args.out}",
               file=sys.stderr)
