@@ -19,7 +19,8 @@ import torch
 from bertedu.course import exercises as ex
 from bertedu.course import i18n
 from bertedu.course.exercise_hints_zh import HINTS as HINTS_ZH
-from bertedu.course.exercise_messages import hints_in, say
+from bertedu.course.exercise_hints_zh import NAMES as NAMES_ZH
+from bertedu.course.exercise_messages import hints_in, in_words, names_in, say
 
 matplotlib.use("Agg")
 
@@ -333,6 +334,39 @@ def test_every_hint_has_its_chinese():
     assert not untranslated, untranslated
 
 
+def test_every_name_in_words_has_its_chinese():
+    """What a check cell names in words (``"your precision"``, ``f"sequence {i} in packed"``) is
+    shown in Chinese too; code names (``tokens``, ``lr_at(...)``) stay as they are."""
+    used, missing = set(), []
+    for where, i, source in _check_cells():
+        for name in names_in(source):
+            used.add(name)
+            if in_words(name) and name not in NAMES_ZH and not HAN.search(name):
+                missing.append(f"{where} cell {i}: {name!r}")
+    assert not missing, "add these names to NAMES in bertedu/course/exercise_hints_zh.py:\n" + "\n".join(missing)
+    assert not set(NAMES_ZH) - used, f"names no check cell gives any more: {sorted(set(NAMES_ZH) - used)}"
+    assert len(used) >= 90 and len(NAMES_ZH) >= 30  # the cells were read (40 names in words when written)
+    for en, zh in NAMES_ZH.items():
+        assert HAN.search(zh) and zh.count("{}") == en.count("{}"), (en, zh)
+
+
+def test_names_in_words_are_translated_with_their_values():
+    with i18n.speaking("zh"):
+        with pytest.raises(ex.ExerciseError, match=r"^scores \(4, 7\) 上的 softmax_backward：形状是"):
+            ex.check_close(torch.zeros(2), torch.zeros(3), "softmax_backward on scores (4, 7)")
+        with pytest.raises(ex.ExerciseError, match=r"^每行选中的词元数（exact，种子 3）：是 1，应为 2$"):
+            ex.check_equal(1, 2, "tokens selected per row (exact, seed 3)")
+        with pytest.raises(ex.ExerciseError, match=r"^你的 F1：是 0.5，应为 0.6$"):
+            ex.check_close(0.5, 0.6, "your F1")
+        with pytest.raises(ex.ExerciseError, match=r"^tokens：是 1，应为 2$"):
+            ex.check_equal(1, 2, "tokens")
+    with pytest.raises(ex.ExerciseError, match=r"^your F1: is 0.5, expected 0.6$"):
+        ex.check_close(0.5, 0.6, "your F1")
+    assert [in_words(n) for n in ("tokens", "lr_at({}, {})", "word_ids(['a', 'b c'])", "row 0 (no padding)",
+                                  "select_exact ({}, seed {})", "byte_symbols() on {}")] == [
+        False, False, False, True, True, True]
+
+
 def test_hints_are_read_from_the_check_cells():
     source = ('check_close(a, b, "a", hint="one")\ncheck_equal(a, b, "b", "two")\n'
               'check_shape(x, (2,), hint="three" if n else "four")\ncheck_defined(globals(), "x", None)\n'
@@ -340,3 +374,19 @@ def test_hints_are_read_from_the_check_cells():
     assert sorted(hints_in(source)) == ["five", "four", "one", "three", "two"]
     with pytest.raises(ValueError, match=r"hint=f\"k=\{k\}\": write a hint as a string literal"):
         hints_in('check_close(a, b, hint=f"k={k}")')
+    assert sorted(names_in(source)) == ["a", "b", "f", "x"]
+    assert names_in('check_close(a, b, name=f"row {i} of {n!r}")\ncheck_equal(a, b, label)') == ["row {} of {}"]
+
+
+def test_each_message_has_its_chinese_with_the_same_values():
+    import string
+
+    from bertedu.course.exercise_messages import MESSAGES
+
+    def fields(template):
+        return sorted(f for _, f, _, _ in string.Formatter().parse(template) if f)
+
+    assert set(MESSAGES["zh"]) == set(MESSAGES["en"])
+    for key, en in MESSAGES["en"].items():
+        assert fields(MESSAGES["zh"][key]) == fields(en), key
+        assert key in ("message", "or", "raised") or HAN.search(MESSAGES["zh"][key]), key

@@ -1,12 +1,14 @@
 """The exercises' hints in Chinese: every hint a check cell of the English lessons passes, and its
-Chinese (shown by the checks when ``bertedu.course.i18n.current() == "zh"``).
+Chinese (shown by the checks when ``bertedu.course.i18n.current() == "zh"``); and the same for the
+names in words the check cells give what they check (``NAMES``).
 
 A Chinese lesson's check cells are the English ones byte for byte, so a hint stays an English string
 literal there and is looked up here at run time (``bertedu.course.exercise_messages.hint``). The
 terms are the glossary's (docs/glossary.md, 中文 column): 词元 (token), 子词 (piece), 片段 (segment),
 掩码 (mask), 填充 (padding), 池化层 (pooler), 嵌入 (embedding), 预热 (warm-up); code, formulas and
 numbers stay as the English hint writes them. tests/test_exercises.py fails when a check cell's hint
-has no entry here, or an entry no cell uses any more. Written for the Chinese edition (issue 58).
+(or name in words) has no entry here, or an entry no cell uses any more. Written for the Chinese
+edition (issue 58).
 """
 
 HINTS: dict[str, str] = {
@@ -224,4 +226,65 @@ HINTS: dict[str, str] = {
         "一个词的字全被选中时，这个词一个可见的字也没有",
     "a selected character of an n-character word has its word in view unless all n - 1 others are selected too: probability 1 - p ** (n - 1); weigh each length by its n * count * p selected characters":
         "n 字词里一个被选中的字，除非其余 n - 1 个字也都被选中，否则能看到本词的字：概率是 1 - p ** (n - 1)；每种词长按它被选中的字数 n * count * p 加权",
+}
+
+# The names in words that check cells give what they check (``check_close(..., "your precision")``),
+# shown before the message. A name built by an f-string is written with ``{}`` where the f-string
+# puts a value; the Chinese puts the values, in the same order, at its own ``{}``. A plain name
+# (``tokens``, ``lr_at(10, 1.0, 100, 1000)``) is code and stays as it is.
+NAMES: dict[str, str] = {
+    # 00
+    "first_token_moves for a change to a real token": "改动一个真实词元时的 first_token_moves",
+    "first_token_moves for a change to a padded token": "改动一个填充词元时的 first_token_moves",
+    # 01
+    "head_tail(20 words, keep=10, n_head=3)": "head_tail(20 个词, keep=10, n_head=3)",
+    # 03
+    "weight on keys outside the window": "窗口外的键得到的权重",
+    "softmax_backward on scores {}": "scores {} 上的 softmax_backward",
+    # 05
+    "select_whole_words (hand example)": "select_whole_words（手工示例）",
+    "select_whole_words (seed {})": "select_whole_words（种子 {}）",
+    "tokens selected per row ({}, seed {})": "每行选中的词元数（{}，种子 {}）",
+    "select_exact ({}, seed {})": "select_exact（{}，种子 {}）",
+    # 08
+    "your predicted baseline": "你预测的基线",
+    "row 1's logits with and without its padding": "第 1 行带填充和不带填充的 logits",
+    "row 0 (no padding)": "第 0 行（没有填充）",
+    "the [UNK] rate with those three characters added": "加上这三个字之后的 [UNK] 比例",
+    # 09
+    "entities({}) in order of start": "entities({})，按起点排序",
+    "your token accuracy": "你的词元准确率",
+    "your precision": "你的精确率",
+    "your recall": "你的召回率",
+    # 11
+    "your exact match": "你的精确匹配（EM）",
+    "your F1": "你的 F1",
+    # 12
+    "sequence {} in packed": "packed 中的第 {} 个序列",
+    "the indices in your batches": "你的批次里的下标",
+    "the batch sizes": "批次大小",
+    "padding tokens of your batches": "你的批次里的填充词元数",
+    # 15
+    "the bytes byte_symbols() maps": "byte_symbols() 映射的字节",
+    "the symbols of byte_symbols()": "byte_symbols() 给出的符号",
+    "byte_symbols() on {}": "byte_symbols() 作用于 {}",
+    # 16
+    "extra parameters": "多出的参数量",
+    "FLOP ratio": "FLOP 之比",
+    "shared.layers after unshare(shared)": "unshare(shared) 之后的 shared.layers",
+    "distinct layers of unshare(shared)": "unshare(shared) 中互不相同的层",
+    "parameters added by unshare(shared)": "unshare(shared) 增加的参数量",
+    # 17
+    "GPT targets in one step": "一步中 GPT 的预测目标数",
+    "BERT targets in one step": "一步中 BERT 的预测目标数",
+    "BERT targets shown as themselves": "BERT 的预测目标中保持原样的个数",
+    # 18
+    "the smallest temperature": "最小的温度",
+    "high_temperature_limit (rows with different means)": "high_temperature_limit（各行均值不同）",
+    # 19
+    "the characters of {}": "{} 的字",
+    "the word ids of {}": "{} 的词编号",
+    "selected positions": "被选中的位置",
+    "partly_visible_share of the hand-made example": "手工示例上的 partly_visible_share",
+    "a whole word selected": "整个词都被选中时",
 }

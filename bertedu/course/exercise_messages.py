@@ -2,26 +2,31 @@
 
 The check cells of a Chinese lesson are byte for byte those of the English one, hints included
 (``check_close(..., hint="...")`` holds an English string literal), so the checks translate at run
-time: ``say(key, ...)`` fills the template of ``key`` in the language ``i18n.current()`` names, and
-``hint(text)`` looks an English hint up in the Chinese catalogue (``exercise_hints_zh.HINTS``).
-Numbers, shapes and reprs are filled in unchanged; only the words around them change.
+time: ``say(key, ...)`` fills the template of ``key`` in the language ``i18n.current()`` names,
+``hint(text)`` looks an English hint up in the Chinese catalogue (``exercise_hints_zh.HINTS``), and
+``name(text)`` does the same for what a check says it checks when that is words, not code
+(``"your precision"``; ``exercise_hints_zh.NAMES``). Numbers, shapes and reprs are filled in
+unchanged; only the words around them change.
 
     >>> from bertedu.course import i18n
     >>> with i18n.speaking("zh"):
     ...     say("number_differs", got=0.5, expected=0.15)
     '是 0.5，应为 0.15'
 
-``hints_in(source)`` reads the hints a check cell passes (with ``ast``), so a test can hold the
-catalogue complete: a new English hint without its Chinese fails tests/test_exercises.py.
+``hints_in(source)`` and ``names_in(source)`` read the hints and names a check cell passes (with
+``ast``), so a test can hold the catalogue complete: a new English hint (or name in words) without
+its Chinese fails tests/test_exercises.py.
 Introduced for the Chinese edition (issue 58 item 3).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
 from bertedu.course import i18n
 from bertedu.course.exercise_hints_zh import HINTS as HINTS_ZH
+from bertedu.course.exercise_hints_zh import NAMES as NAMES_ZH
 
 # One template per message and language; str.format fills them (``{got:.6g}``, ``{got!r}``).
 MESSAGES: dict[str, dict[str, str]] = {
@@ -113,7 +118,30 @@ def hint(text: str) -> str:
     return text
 
 
-# The checks that take a hint, and its place among their positional arguments.
+def _template(pattern: str) -> re.Pattern:
+    """``"sequence {} in packed"`` -> a pattern whose groups are the values at the ``{}``."""
+    return re.compile("(.*?)".join(re.escape(part) for part in pattern.split("{}")), re.S)
+
+
+_NAME_TEMPLATES = [(_template(en), zh) for en, zh in NAMES_ZH.items() if "{}" in en]
+
+
+def name(text: str) -> str:
+    """What a check checks, in the current language: a name in words is looked up in the catalogue
+    (f-string names by their template, the values kept); code names are shown as they are."""
+    if i18n.current() != "zh":
+        return text
+    if text in NAMES_ZH:
+        return NAMES_ZH[text]
+    for pattern, zh in _NAME_TEMPLATES:
+        found = pattern.fullmatch(text)
+        if found:
+            parts = zh.split("{}")
+            return parts[0] + "".join(value + part for value, part in zip(found.groups(), parts[1:]))
+    return text
+
+
+# The checks that take a hint, and its place among their positional arguments (the name is one before).
 HINT_POSITION = {"check_defined": 2, "check_type": 3, "check_shape": 3, "check_close": 3, "check_equal": 3,
                  "check_function": 4}
 
@@ -129,19 +157,50 @@ def _literals(node: ast.expr, source: str) -> list[str]:
                      "(or `a if condition else b` of literals), so that it can be translated")
 
 
+def _call_name(node: ast.Call) -> str:
+    return node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+
+
+def names_in(source: str) -> list[str]:
+    """The names the ``check_*`` calls of a cell give what they check: string literals as they are,
+    f-strings as templates with ``{}`` for their values (names held in variables are not read)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        position = HINT_POSITION.get(_call_name(node)) if isinstance(node, ast.Call) else None
+        if position is None:
+            continue
+        given = [k.value for k in node.keywords if k.arg == "name"] or node.args[position - 1:position]
+        for value in given:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                found.append(value.value)
+            elif isinstance(value, ast.JoinedStr):
+                found.append("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in value.values))
+    return found
+
+
+def in_words(name: str) -> bool:
+    """Whether a check's name holds English words to translate (``your precision``,
+    ``softmax_backward on scores {}``), not only code (``tokens``, ``lr_at({}, {})``)."""
+    code = re.sub(r"'[^']*'|\"[^\"]*\"|\{\}", "", name)
+    while True:  # calls and subscripts, innermost first: word_ids(...), tokens[...]
+        shorter = re.sub(r"[\w.]+\([^()]*\)|\[[^\[\]]*\]", "x", code)
+        if shorter == code:
+            break
+        code = shorter
+    return bool(re.search(r"[A-Za-z]{2,}", code)) and bool(re.search(r"\S\s+\S", code.strip()))
+
+
 def hints_in(source: str) -> list[str]:
     """The hints a cell's checks pass: ``hint=`` keywords and positional hints of the
     ``check_*`` functions. A hint built at run time (an f-string, a variable) raises ValueError."""
-    tree = ast.parse(source)
     found = []
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call):
             continue
-        name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
         for keyword in node.keywords:
             if keyword.arg == "hint":
                 found += _literals(keyword.value, source)
-        position = HINT_POSITION.get(name)
+        position = HINT_POSITION.get(_call_name(node))
         if position is not None and len(node.args) > position:
             found += _literals(node.args[position], source)
     return found

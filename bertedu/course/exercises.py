@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from bertedu.course import i18n
-from bertedu.course.exercise_messages import hint as _in_language
+from bertedu.course.exercise_messages import hint as _hint_in_language
+from bertedu.course.exercise_messages import name as _name_in_language
 from bertedu.course.exercise_messages import say
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -58,9 +59,9 @@ class ExerciseError(AssertionError):
 
 
 def _fail(name: str, problem: str, hint: str | None) -> None:
-    message = say("message", name=name, problem=problem)
+    message = say("message", name=_name_in_language(name), problem=problem)
     if hint:
-        message += say("hint", hint=_in_language(hint))
+        message += say("hint", hint=_hint_in_language(hint))
     raise ExerciseError(message)
 
 
