@@ -354,9 +354,9 @@ def test_names_in_words_are_translated_with_their_values():
     with i18n.speaking("zh"):
         with pytest.raises(ex.ExerciseError, match=r"^scores \(4, 7\) 上的 softmax_backward：形状是"):
             ex.check_close(torch.zeros(2), torch.zeros(3), "softmax_backward on scores (4, 7)")
-        with pytest.raises(ex.ExerciseError, match=r"^每行选中的词元数（exact，种子 3）：是 1，应为 2$"):
+        with pytest.raises(ex.ExerciseError, match=r"^每行选中的词元数（exact，随机种子 3）：是 1，应为 2$"):
             ex.check_equal(1, 2, "tokens selected per row (exact, seed 3)")
-        with pytest.raises(ex.ExerciseError, match=r"^你的 F1：是 0.5，应为 0.6$"):
+        with pytest.raises(ex.ExerciseError, match=r"^你的 F1 值：是 0.5，应为 0.6$"):
             ex.check_close(0.5, 0.6, "your F1")
         with pytest.raises(ex.ExerciseError, match=r"^tokens：是 1，应为 2$"):
             ex.check_equal(1, 2, "tokens")

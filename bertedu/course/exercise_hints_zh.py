@@ -4,11 +4,11 @@ names in words the check cells give what they check (``NAMES``).
 
 A Chinese lesson's check cells are the English ones byte for byte, so a hint stays an English string
 literal there and is looked up here at run time (``bertedu.course.exercise_messages.hint``). The
-terms are the glossary's (docs/glossary.md, 中文 column): 词元 (token), 子词 (piece), 片段 (segment),
-掩码 (mask), 填充 (padding), 池化层 (pooler), 嵌入 (embedding), 预热 (warm-up); code, formulas and
-numbers stay as the English hint writes them. tests/test_exercises.py fails when a check cell's hint
-(or name in words) has no entry here, or an entry no cell uses any more. Written for the Chinese
-edition (issue 58).
+terms are the glossary's (docs/glossary.md, 中文 column, aligned with d2l-zh): 词元 (token), 子词 (piece),
+片段 (segment), 掩蔽 (masking), 填充 (padding), 批量 (batch), 池化层 (pooler), 输出层 (head), 嵌入
+(embedding), 预热 (warm-up), 暂退法 (dropout); code, formulas and numbers stay as the English hint
+writes them. tests/test_exercises.py fails when a check cell's hint (or name in words) has no entry
+here, or an entry no cell uses any more. Written for the Chinese edition (issue 58).
 """
 
 HINTS: dict[str, str] = {
@@ -54,7 +54,7 @@ HINTS: dict[str, str] = {
         "J = diag(p) - p p^T 是对称的，所以 J g = p * g - p * (p . g)，其中 p . g 沿最后一维求和（keepdim=True）",
     # 04
     "dropout acts on each sub-layer's output before the residual addition: LayerNorm(x + drop(sublayer(x)))":
-        "dropout 作用在每个子层的输出上，在残差相加之前：LayerNorm(x + drop(sublayer(x)))",
+        "暂退法（dropout）作用在每个子层的输出上，在残差相加之前：LayerNorm(x + drop(sublayer(x)))",
     "the embeddings (three tables and a LayerNorm), ONE layer (12 D^2 + 13 D) and the pooler (D^2 + D)":
         "嵌入（三张表加一个 LayerNorm）、仅仅一层编码器（12 D^2 + 13 D）和池化层（D^2 + D）",
     "the scores and the weighted sum of V are products too: 2 T^2 Dh each, in each of N heads":
@@ -123,7 +123,7 @@ HINTS: dict[str, str] = {
     "normalise first, score each gold answer (precision = shared / predicted words, recall = shared / gold words), and keep the best":
         "先规范化，再对每个标准答案打分（精确率 = 共同词数 / 预测词数，召回率 = 共同词数 / 标准答案词数），取最好的那个",
     "score every (start, end) pair, mask the invalid ones (end < start, too long, outside the context), and take the best pair: not the best start and the best end separately":
-        "给每一对 (start, end) 打分，屏蔽无效的对（end < start、太长、超出上下文），取最好的一对：而不是分别取最好的起点和最好的终点",
+        "给每一对 (start, end) 打分，掩蔽无效的对（end < start、太长、超出上下文），取最好的一对：而不是分别取最好的起点和最好的终点",
     # 12
     "select the labelled rows first (a boolean mask on the first two dimensions gives (M, D)), then decode":
         "先选出有标签的行（在前两维上用布尔掩码得到 (M, D)），再解码",
@@ -134,13 +134,13 @@ HINTS: dict[str, str] = {
     "every example exactly once":
         "每个样本恰好出现一次",
     "padding of a batch = its longest length * 8 - the sum of its lengths; the longest of 8 uniform draws is near the top of the range":
-        "一个批次的填充量 = 最大长度 * 8 - 长度之和；8 次均匀抽样的最大值接近取值范围的上端",
+        "一个批量的填充量 = 最大长度 * 8 - 长度之和；8 次均匀抽样的最大值接近取值范围的上端",
     "after sorting, the 8 lengths of a batch differ by about a range's eighth":
-        "排序之后，一个批次里 8 个长度相差大约是取值范围的八分之一",
+        "排序之后，一个批量里 8 个长度相差大约是取值范围的八分之一",
     "put examples of similar length in the same batch: sort the indices by length":
-        "把长度相近的样本放进同一个批次：按长度给下标排序",
+        "把长度相近的样本放进同一个批量：按长度给下标排序",
     "count FLOPs per position: the head's share of the forward is what the rung can remove":
-        "按每个位置数 FLOPs：输出头在前向计算中所占的份额，就是这一级最多能省掉的",
+        "按每个位置数 FLOPs：输出层在前向计算中所占的份额，就是这一级最多能省掉的",
     # 13
     "average last_hidden_state over the real tokens (attention_mask == 1); pooler_output is a different vector":
         "在真实词元（attention_mask == 1）上对 last_hidden_state 求平均；pooler_output 是另一个向量",
@@ -149,7 +149,7 @@ HINTS: dict[str, str] = {
     "the checkpoint has no classifier.* weights (section 3's missing_keys)":
         "检查点里没有 classifier.* 权重（见第 3 节的 missing_keys）",
     "a head that has not trained has learned nothing of the task":
-        "没训练过的输出头对任务一无所知",
+        "没训练过的输出层对任务一无所知",
     "undo each rule of interop._LAYER_RULES, and embeddings.LayerNorm <-> embeddings.layer_norm":
         "把 interop._LAYER_RULES 的每条规则反过来，还有 embeddings.LayerNorm <-> embeddings.layer_norm",
     # 14
@@ -243,9 +243,9 @@ NAMES: dict[str, str] = {
     "softmax_backward on scores {}": "scores {} 上的 softmax_backward",
     # 05
     "select_whole_words (hand example)": "select_whole_words（手工示例）",
-    "select_whole_words (seed {})": "select_whole_words（种子 {}）",
-    "tokens selected per row ({}, seed {})": "每行选中的词元数（{}，种子 {}）",
-    "select_exact ({}, seed {})": "select_exact（{}，种子 {}）",
+    "select_whole_words (seed {})": "select_whole_words（随机种子 {}）",
+    "tokens selected per row ({}, seed {})": "每行选中的词元数（{}，随机种子 {}）",
+    "select_exact ({}, seed {})": "select_exact（{}，随机种子 {}）",
     # 08
     "your predicted baseline": "你预测的基线",
     "row 1's logits with and without its padding": "第 1 行带填充和不带填充的 logits",
@@ -258,12 +258,12 @@ NAMES: dict[str, str] = {
     "your recall": "你的召回率",
     # 11
     "your exact match": "你的精确匹配（EM）",
-    "your F1": "你的 F1",
+    "your F1": "你的 F1 值",
     # 12
     "sequence {} in packed": "packed 中的第 {} 个序列",
-    "the indices in your batches": "你的批次里的下标",
-    "the batch sizes": "批次大小",
-    "padding tokens of your batches": "你的批次里的填充词元数",
+    "the indices in your batches": "你的批量里的下标",
+    "the batch sizes": "批量大小",
+    "padding tokens of your batches": "你的批量里的填充词元数",
     # 15
     "the bytes byte_symbols() maps": "byte_symbols() 映射的字节",
     "the symbols of byte_symbols()": "byte_symbols() 给出的符号",
