@@ -26,6 +26,10 @@ if "BERTEDU_FIGURES_DIR" not in os.environ:
 # torch loads, so here, before any test imports it; the notebooks' kernels inherit it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# The Chinese edition (notebooks/zh/) is not executed by nbval: its code cells are the English lessons'
+# cells, checked by equality, and its own cells run in tests/test_editions.py (bertedu.course.editions).
+collect_ignore_glob = ["notebooks/zh/*"]
+
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: `pytest -n 2` (pyproject.toml's addopts)
 def pytest_xdist_make_scheduler(config, log):

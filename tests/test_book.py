@@ -38,6 +38,7 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
                                     reason="needs Chromium and chromedriver on PATH: apt-get install -y chromium chromium-driver")
 pytestmark = pytest.mark.slow
 MATH_LESSON = "notebooks/03_self_attention.html"  # attention derived in formulas, and heat maps
+CHINESE_LESSON = "zh/notebooks/05_pretraining_data.html"  # the Chinese edition: prose, map and masking pictures
 
 
 @pytest.fixture(scope="session")
@@ -91,6 +92,41 @@ def test_every_lesson_and_appendix_has_a_page_and_the_sidebar_lists_the_lessons_
     assert any(link.endswith("05_pretraining_data.ipynb") for link in lesson.links), "no download link"
     text = re.sub(r"<[^>]+>", "", (out / "notebooks/05_pretraining_data.html").read_text(encoding="utf-8"))
     assert book.LEARN in text and "learner/05_pretraining_data.ipynb" in text
+
+
+def test_the_chinese_edition_has_every_lesson_in_order_and_every_page_links_the_other_edition(site):
+    out = site["out"]
+    chinese = sorted((ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))
+    assert len(chinese) == 20, "the Chinese edition's lessons (notebooks/zh/)"
+    missing = [p.name for p in chinese if not (out / "zh" / "notebooks" / p.with_suffix(".html").name).is_file()]
+    assert not missing, f"no Chinese page for {missing}"
+    sidebar = [link for link in _parsed(out / "zh" / "index.html").links if re.match(r"notebooks/\d\d_\w+\.html$", link)]
+    assert list(dict.fromkeys(link[len("notebooks/"):][:2] for link in sidebar)) == [f"{n:02d}" for n in range(20)]
+    text = re.sub(r"<[^>]+>", "", (out / CHINESE_LESSON).read_text(encoding="utf-8"))
+    assert "--lang zh" in text and "learner/zh/05_pretraining_data.ipynb" in text
+    without = []
+    for page in _pages(site):
+        html = page.read_text(encoding="utf-8")
+        if 'class="bd-article"' in html and 'class="bertedu-editions"' not in html:
+            without.append(page.relative_to(out).as_posix())
+    assert not without, f"pages without the language switch: {without[:10]}"
+    switch = [link for link in _parsed(out / CHINESE_LESSON).links if link.endswith("05_pretraining_data.html")]
+    assert "../../notebooks/05_pretraining_data.html" in switch, "a Chinese lesson links its English lesson"
+    assert "../zh/notebooks/05_pretraining_data.html" in _parsed(out / "notebooks/05_pretraining_data.html").links
+
+
+def test_a_link_to_a_translation_opens_its_site_only_when_it_is_built(tmp_path):
+    """README.md links README.zh-CN.md from its first lines; while the checkout holds no Chinese lessons the
+    Chinese site is not built, and the English page keeps the link's words, not a link to nothing."""
+    (tmp_path / "README.zh-CN.md").write_text("# 中文\n", encoding="utf-8")
+    text = "中文版：[README.zh-CN.md](README.zh-CN.md) · [TEACHING.md](TEACHING.md)"
+    assert book._links_to_translations(text, Path("README.md"), tmp_path) == \
+        "中文版：README.zh-CN.md · [TEACHING.md](TEACHING.md)"
+    (tmp_path / "notebooks" / "zh").mkdir(parents=True)
+    (tmp_path / "notebooks" / "zh" / "00_course_map.ipynb").write_text("{}", encoding="utf-8")
+    assert book.in_checkout(tmp_path, book.EDITIONS[1])
+    assert book._links_to_translations(text, Path("README.md"), tmp_path) == \
+        '中文版：<a href="zh/index.html">README.zh-CN.md</a> · [TEACHING.md](TEACHING.md)'
 
 
 def _internal(base: Path, page: Path, ref: str) -> tuple[Path, str] | None:
@@ -271,12 +307,43 @@ def test_the_glossary_page_shows_its_terms(site, served, chromium, screenshots):
     assert cjk, "the site's Chinese font did not load"
 
 
-@needs_chromium
-def test_search_finds_masked_language_model(site, served, chromium):
-    _load(chromium, served + "search.html?q=masked+language+model")
+def _search(chromium, url: str) -> list[str]:
+    _load(chromium, url)
     found = "return [...document.querySelectorAll('#search-results li a')].map(a => a.getAttribute('href'))"
     deadline = time.monotonic() + 30
     while not (hits := chromium.execute_script(found)) and time.monotonic() < deadline:
         time.sleep(0.3)
+    return hits
+
+
+@needs_chromium
+def test_search_finds_masked_language_model(site, served, chromium):
+    hits = _search(chromium, served + "search.html?q=masked+language+model")
     assert any("glossary" in h for h in hits), f"search results: {hits}"
     assert any(re.search(r"notebooks/0[56]_", h) for h in hits), f"search results: {hits}"
+
+
+@needs_chromium
+def test_search_finds_the_chinese_term_in_both_editions(site, served, chromium):
+    """掩蔽语言模型 (masked language model, the glossary's term): the Chinese edition's index splits its prose into
+    words with jieba, the glossary's terms among them; the English index keeps a run of Chinese as one word."""
+    hits = _search(chromium, served + "zh/search.html?q=掩蔽语言模型")
+    assert any("glossary" in h for h in hits), f"Chinese edition's search results: {hits}"
+    assert any(re.search(r"notebooks/0[56]_", h) for h in hits), f"Chinese edition's search results: {hits}"
+    hits = _search(chromium, served + "search.html?q=掩蔽语言模型")
+    assert any("glossary" in h for h in hits), f"English edition's search results: {hits}"
+
+
+@needs_chromium
+def test_a_chinese_lesson_shows_its_prose_pictures_and_switch(site, served, chromium, screenshots):
+    _load(chromium, served + CHINESE_LESSON)
+    shown = chromium.execute_script("""
+        const text = document.querySelector('article').innerText;
+        return {cjk: (text.match(/[\u4e00-\u9fff]/g) || []).length,
+                pictures: [...document.images].filter(i => i.naturalWidth > 200).length,
+                font: document.fonts.check('16px "bertedu CJK"', '掩蔽语言模型'),
+                english: [...document.querySelectorAll('a.bertedu-edition')].map(a => a.textContent)};
+    """)
+    chromium.save_screenshot(str(screenshots / "book_zh_lesson_05.png"))
+    assert shown["cjk"] > 1000 and shown["pictures"] >= 2 and shown["font"], shown
+    assert shown["english"] == ["English"], shown

@@ -139,7 +139,7 @@ def unrecorded_figures(page: Path) -> list[str]:
     return missing
 
 
-@pytest.mark.parametrize("page", ["README.md", "TEACHING.md"])
+@pytest.mark.parametrize("page", ["README.md", "TEACHING.md", "README.zh-CN.md", "TEACHING.zh-CN.md"])
 def test_every_figure_in_the_readme_and_teaching_guide_equals_the_record_it_names(page):
     missing = unrecorded_figures(REPO / page)
     assert missing == [], (

@@ -47,6 +47,27 @@ def test_offline_assets_replace_every_cdn_url(tmp_path):
     assert not re.search(r'(src|href)="https?://', html), "a deck built with --assets must load nothing from the network"
 
 
+def test_a_folder_of_chinese_lessons_builds_its_decks_and_not_its_subfolders(tmp_path, monkeypatch):
+    """TEACHING.zh-CN.md's command: `build notebooks/zh/ decks/zh/` makes one deck per lesson of that folder
+    (the Chinese text kept, UTF-8), and `build notebooks/ decks/` does not descend into notebooks/zh/."""
+    src = tmp_path / "notebooks"
+    (src / "zh").mkdir(parents=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 05 · 预训练数据：掩蔽语言模型"),
+                                         nbformat.v4.new_code_cell("x = 1")])
+    nbformat.write(nb, src / "zh" / "05_pretraining_data.ipynb")
+    nb.cells[0].source = "# 05 · Pretraining data"
+    nbformat.write(nb, src / "05_pretraining_data.ipynb")
+    decks = slides.build(src / "zh", tmp_path / "decks" / "zh")
+    assert [d.relative_to(tmp_path).as_posix() for d in decks] == ["decks/zh/05_pretraining_data.slides.html"]
+    html = decks[0].read_text(encoding="utf-8")
+    assert "预训练数据：掩蔽语言模型" in html and 'charset="utf-8"' in html.lower()
+    commands = []
+    monkeypatch.setattr(slides.subprocess, "run", lambda command, **kw: commands.append(command) or
+                        slides.subprocess.CompletedProcess(command, 0))
+    slides.build(src, tmp_path / "decks")  # the English folder: nbconvert is given its own lesson only
+    assert [a for a in commands[0] if a.endswith(".ipynb")] == [str(src / "05_pretraining_data.ipynb")]
+
+
 @pytest.mark.slow
 def test_every_notebook_builds_a_reveal_deck(tmp_path):
     decks = slides.build(NOTEBOOKS, tmp_path)  # jupyter nbconvert --to slides, no execution

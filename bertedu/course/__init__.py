@@ -17,6 +17,7 @@
     lm_study.py         notebook 17's study: BERT, GPT and an ELMo-style model on the same windows, the
                         middle-word fill, the two-sense probe (shared with benchmarks/elmo_study.py)
     book.py             the course as a static web book from the stored outputs (python -m bertedu.course.book)
+    glossary.py         the terms of docs/glossary.md (anchor, English, Chinese), the Chinese edition's words
 
 May import: anything it pictures (`model`, `family`, `data`, `training`, `pretrained`,
 `interop`); never `bertedu.cli`.

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import time
@@ -59,9 +60,15 @@ class Edition:
     name: str
     notebooks: str = "notebooks"  # where its lessons live in the checkout
     docs: str = "docs"
+    landing: str = "README.md"  # the checkout's pages that become its index and its teacher's guide
+    teaching: str = "TEACHING.md"
+    learn: str = LEARN  # the command that makes the learner's copies of its lessons
+    shared_docs: tuple = ()  # for a translation: the pages of docs/ it shows itself (the others link to English)
 
 
-EDITIONS = (Edition("", "English"),)
+EDITIONS = (Edition("", "English"),
+            Edition("zh", "中文", notebooks="notebooks/zh", landing="README.zh-CN.md", teaching="TEACHING.zh-CN.md",
+                    learn=LEARN + " --lang zh", shared_docs=("glossary",)))
 
 
 def lessons(root: Path, edition: Edition = EDITIONS[0]) -> list[Path]:
@@ -106,7 +113,8 @@ def linked_files(root: Path, pages: list[Path]) -> set[Path]:
         page = todo.pop()
         for target in _local_targets(_markdown_of(page)):
             path = (page.parent / target).resolve()
-            if not path.is_file() or not path.is_relative_to(root) or path in seen:
+            if not path.is_file() or not path.is_relative_to(root) or path in seen \
+                    or path.relative_to(root) in translation_files(root):  # another edition's site shows it
                 continue
             seen.add(path)
             if path.suffix == ".md":
@@ -122,7 +130,10 @@ def _stage_path(rel: Path) -> Path:
 
 
 def _rewrite_links(text: str, page: Path, root: Path) -> str:
-    """Links of a page (its path under root) pointed at the staged pages: README.md -> index.md, folder -> its index."""
+    """Links of a page (its path under root) pointed at the staged pages: README.md -> index.md, folder -> its index;
+    a link to a translation's page (README.zh-CN.md, notebooks/zh/...) goes to that edition's site."""
+    text = _links_to_translations(text, page, root)
+
     def fix(m: re.Match) -> str:
         target = m.group(2)
         path, _, anchor = target.partition("#")
@@ -138,13 +149,19 @@ def _rewrite_links(text: str, page: Path, root: Path) -> str:
     return LINK.sub(fix, text)
 
 
-def _header_cell(rel: Path) -> dict:
+def _header_cell(rel: Path, edition: Edition = EDITIONS[0]) -> dict:
     """The cell a lesson's page opens with: download the notebook, or open the learner's copy."""
     learner = "learner/" + rel.relative_to("notebooks").as_posix()
-    text = (f"````{{admonition}} Run this lesson\n:class: tip\n"
-            f"{{download}}`Download {rel.name} </_notebooks/{rel.as_posix()}>` (with its stored outputs), or, in a "
-            f"copy of the course, make your own copies of the lessons (the exercises' solutions removed) and open "
-            f"them in JupyterLab with one command; this one is `{learner}`:\n\n```bash\n{LEARN}\n```\n````")
+    download = f"{{download}}`{rel.name} </_notebooks/{rel.as_posix()}>`"
+    if edition.code == "zh":
+        text = (f"````{{admonition}} 运行本课\n:class: tip\n下载 {download}（含已存储的输出）；或者在课程的副本里，用一条"
+                f"命令做出你自己的各课副本（练习的答案已去掉）并在 JupyterLab 中打开，本课是 `{learner}`：\n\n"
+                f"```bash\n{edition.learn}\n```\n````")
+    else:
+        text = (f"````{{admonition}} Run this lesson\n:class: tip\nDownload {download} (with its stored outputs), "
+                f"or, in a copy of the course, make your own copies of the lessons (the exercises' solutions removed) "
+                f"and open them in JupyterLab with one command; this one is `{learner}`:\n\n"
+                f"```bash\n{edition.learn}\n```\n````")
     return {"cell_type": "markdown", "id": "book-header", "metadata": {}, "source": text}
 
 
@@ -258,6 +275,129 @@ def stage_sources(root: Path, stage: Path, edition: Edition = EDITIONS[0]) -> No
             _stage_notebook(root, appendix.relative_to(root), stage, [])
 
 
+# -- the translations (the Chinese edition), each its own site under <out>/<code>/ --------------------------
+
+FULL_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(([^)\s]+)\)")  # [text](target) or ![alt](target)
+
+
+def edition_files(root: Path, edition: Edition) -> dict[Path, Path]:
+    """A translation's pages: path in the checkout -> path in its staged sources (lessons under notebooks/)."""
+    files = {Path(edition.landing): Path("index.md"), Path(edition.teaching): Path("TEACHING.md")}
+    files.update({Path(edition.docs) / f"{n}.md": Path("docs") / f"{n}.md" for n in edition.shared_docs})
+    files.update({p.relative_to(root): Path("notebooks") / p.name for p in lessons(root, edition)})
+    return {k: v for k, v in files.items() if (root / k).is_file()}
+
+
+def in_checkout(root: Path, edition: Edition) -> bool:
+    """Whether a translation is built: its lessons and its landing page are in this checkout."""
+    return bool(lessons(root, edition)) and (root / edition.landing).is_file()
+
+
+def translation_files(root: Path) -> dict[Path, str]:
+    """The pages only a translation shows (not the docs it shares): checkout path -> URL from the site's root."""
+    return {rel: f"{e.code}/{staged.with_suffix('.html').as_posix()}" for e in EDITIONS[1:]
+            for rel, staged in edition_files(root, e).items() if rel.parts[0] != e.docs}
+
+
+def _target(page: Path, target: str) -> tuple[Path | None, str]:
+    """(the checkout path a relative link of page names, its #anchor), or (None, "") for a URL or a bare anchor."""
+    path, _, anchor = target.partition("#")
+    if not path or re.match(r"[a-z]+:", path) or path.startswith("/"):
+        return None, ""
+    return Path(os.path.normpath(page.parent / path)), ("#" + anchor if anchor else "")
+
+
+def _links_to_translations(text: str, page: Path, root: Path) -> str:
+    """An English page's links to a translation's pages, as plain links into that edition's site."""
+    elsewhere = translation_files(root)
+    built = {e.code for e in EDITIONS[1:] if in_checkout(root, e)}
+    up = "../" * len(_stage_path(page).parent.parts)
+
+    def fix(m: re.Match) -> str:
+        rel, anchor = _target(page, m.group(3))
+        if rel not in elsewhere or m.group(1):
+            return m.group(0)
+        if elsewhere[rel].split("/")[0] not in built:  # its site is not built from this checkout: the words only
+            return m.group(2)
+        return f'<a href="{up}{elsewhere[rel]}{anchor}">{m.group(2)}</a>'
+
+    return FULL_LINK.sub(fix, text)
+
+
+def _translated_links(text: str, page: Path, staged: Path, files: dict[Path, Path], copies: set[Path]) -> str:
+    """A translation's links: to its own pages within its site, to an English page into the English site,
+    to a picture or file by a copy of it in its sources (collected in copies)."""
+    up = Path(os.path.relpath(".", staged.parent))
+
+    def fix(m: re.Match) -> str:
+        rel, anchor = _target(page, m.group(3))
+        if rel is None:
+            return m.group(0)
+        if rel in files:
+            new = os.path.relpath(files[rel], staged.parent)
+        elif rel.suffix in (".md", ".ipynb") and not m.group(1):
+            url = (Path("..") / up / _stage_path(rel).with_suffix(".html")).as_posix()
+            return f'<a href="{url}{anchor}">{m.group(2)}</a>'
+        else:
+            copies.add(rel)
+            new = os.path.relpath(rel, staged.parent)
+        return f"{m.group(1)}[{m.group(2)}]({Path(new).as_posix()}{anchor})"
+
+    return FULL_LINK.sub(fix, text)
+
+
+def _stage_translated_lesson(root: Path, rel: Path, stage: Path, staged: Path, files: dict, copies: set,
+                             edition: Edition) -> None:
+    nb = json.loads((root / rel).read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = _translated_links("".join(cell["source"]), rel, staged, files, copies)
+        if cell["cell_type"] == "code":
+            cell["outputs"] = _with_live_notes(cell["outputs"])
+    nb["cells"].insert(1, _header_cell(Path("notebooks") / edition.code / rel.name, edition))
+    nb["cells"][1]["source"] = nb["cells"][1]["source"].replace(f"</_notebooks/notebooks/{edition.code}/",
+                                                                "</_notebooks/notebooks/")
+    (stage / staged).parent.mkdir(parents=True, exist_ok=True)
+    (stage / staged).write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    (stage / "_notebooks" / staged).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(root / rel, stage / "_notebooks" / staged)
+
+
+EDITION_TOC = {"zh": ("课程", "文档")}
+
+
+def stage_translation(root: Path, stage: Path, edition: Edition) -> None:
+    """A translation's sources: its landing page as index.md, its lessons, guide and shared docs, what they show."""
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    files, copies = edition_files(root, edition), set()
+    # a link to an English lesson from a page of this edition opens this edition's lesson
+    targets = {**{Path("notebooks") / r.name: s for r, s in files.items() if r.suffix == ".ipynb"}, **files}
+    for rel, staged in files.items():
+        if rel.suffix == ".ipynb":
+            _stage_translated_lesson(root, rel, stage, staged, targets, copies, edition)
+            continue
+        (stage / staged).parent.mkdir(parents=True, exist_ok=True)
+        text = _translated_links((root / rel).read_text(encoding="utf-8"), rel, staged, targets, copies)
+        (stage / staged).write_text(text, encoding="utf-8")
+    for rel in copies:
+        if (root / rel).is_file():
+            (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(root / rel, stage / rel)
+    lesson_pages = sorted(s.with_suffix("").as_posix() for r, s in files.items() if r.suffix == ".ipynb")
+    docs = [f"docs/{n}" for n in edition.shared_docs] + ["TEACHING"]
+    lessons_caption, docs_caption = EDITION_TOC.get(edition.code, ("Lessons", "Docs"))
+    with (stage / "index.md").open("a", encoding="utf-8") as index:
+        index.write(_toctree(lessons_caption, lesson_pages) + _toctree(docs_caption, docs))
+
+
+def docnames(stage: Path) -> set[str]:
+    """The pages of staged sources, as Sphinx names them (notebooks/08_x, docs/glossary, index)."""
+    return {p.relative_to(stage).with_suffix("").as_posix() for p in stage.rglob("*")
+            if p.suffix in (".md", ".ipynb") and p.relative_to(stage).parts[0] not in ("_notebooks", "_book_static")}
+
+
 # -- Sphinx ----------------------------------------------------------------------------------------------
 
 def _mathjax_folder() -> Path:
@@ -310,11 +450,42 @@ def sphinx_config(edition: Edition = EDITIONS[0]) -> dict:
     }
 
 
-def write_config(stage: Path, edition: Edition = EDITIONS[0]) -> None:
+# Every page links the same page in the other editions (or their landing page): added to the page's body when
+# Sphinx renders it. SWITCH: the links, {"name", "pages": {page: URL from the site's root}, "home": URL}.
+SWITCH_CODE = '''
+
+def _edition_switch(app, pagename, templatename, context, doctree):
+    if "body" not in context:
+        return
+    up = "../" * pagename.count("/")
+    links = " · ".join(f'<a class="bertedu-edition" href="{up}{s["pages"].get(pagename, s["home"])}">{s["name"]}</a>'
+                       for s in SWITCH)
+    context["body"] = f'<p class="bertedu-editions">{links}</p>' + context["body"]
+
+
+def setup(app):
+    app.connect("html-page-context", _edition_switch)
+'''
+
+
+def switch_links(pages: set[str], others: list[tuple[Edition, str, set[str]]]) -> list[dict]:
+    """For a site with these pages, a link per other edition (its name, the URL prefix of its site from this
+    site's root, its pages): to the same page where it has one, else to its landing page."""
+    return [{"name": e.name, "home": f"{prefix}index.html",
+             "pages": {p: f"{prefix}{p}.html" for p in sorted(pages & theirs)}} for e, prefix, theirs in others]
+
+
+def write_config(stage: Path, edition: Edition = EDITIONS[0], switch: list[dict] | None = None) -> None:
     """conf.py and the site's own copy of MathJax, in the staged sources."""
     settings = sphinx_config(edition)
+    if edition.code == "zh":  # the course's terms as words of the Chinese search index (jieba's user dictionary)
+        (stage / "_search_words.txt").write_text("\n".join(_chinese_terms(stage)) + "\n", encoding="utf-8")
+        settings["html_search_options"] = {"dict": str(stage / "_search_words.txt")}
     lines = ['"""Written by bertedu.course.book; remade on every build."""']
     lines += [f"{name} = {value!r}" for name, value in settings.items()]
+    lines += [f"SWITCH = {switch or []!r}", SWITCH_CODE]
+    if edition.code == "zh":  # jieba says how it built its dictionary at DEBUG level, on every build
+        lines += ["import logging", "import jieba", "jieba.setLogLevel(logging.WARNING)"]
     (stage / "conf.py").write_text("\n".join(lines) + "\n", encoding="utf-8")
     static = stage / "_book_static"
     shutil.copytree(_mathjax_folder(), static / "mathjax", dirs_exist_ok=True,
@@ -327,20 +498,44 @@ def write_config(stage: Path, edition: Edition = EDITIONS[0]) -> None:
     (static / "book.css").write_text(CJK_CSS, encoding="utf-8")
 
 
-def build(out: Path = DEFAULT_OUT, root: Path = ROOT, quiet: bool = True) -> dict:
-    """Build the site into out (a folder any static host serves); returns what was built and how long it took."""
+def _chinese_terms(stage: Path) -> list[str]:
+    """The glossary's Chinese terms (docs/glossary.md's second column), split where it lists several."""
+    glossary = (stage / "docs" / "glossary.md").read_text(encoding="utf-8") if (stage / "docs/glossary.md").exists() else ""
+    cells = [row.split("|")[2] for row in glossary.splitlines() if row.startswith("| <a id=")]
+    words = {w.strip() for cell in cells for w in re.split(r"[、/（）()，,;；]", cell)}
+    return sorted(w for w in words if re.search(r"[\u4e00-\u9fff]", w))
+
+
+def _sphinx(stage: Path, out: Path, quiet: bool) -> None:
     from sphinx.cmd.build import build_main
 
+    args = ["-b", "html", "-d", str(stage / ".doctrees"), str(stage), str(out)] + (["-q"] if quiet else [])
+    if build_main(args) != 0:
+        raise RuntimeError(f"sphinx-build failed on the staged sources in {stage}")
+
+
+def build(out: Path = DEFAULT_OUT, root: Path = ROOT, quiet: bool = True) -> dict:
+    """Build the site into out (a folder any static host serves), each translation into out/<code>/; returns
+    what was built and how long it took."""
     start = time.perf_counter()
     out = Path(out).resolve()
     stage = out.parent / f"{out.name}-source"
     stage_sources(root, stage)
-    write_config(stage)
+    sites = [(EDITIONS[0], stage, out, "")]
+    for edition in EDITIONS[1:]:
+        if in_checkout(root, edition):  # else not in this checkout: left out
+            edition_stage = out.parent / f"{out.name}-source-{edition.code}"
+            stage_translation(root, edition_stage, edition)
+            sites.append((edition, edition_stage, out / edition.code, f"{edition.code}/"))
+    pages = {e.code: docnames(s) for e, s, _, _ in sites}
+    for edition, edition_stage, _, prefix in sites:
+        up = "../" * prefix.count("/")
+        others = [(e, up + p, pages[e.code]) for e, _, _, p in sites if e != edition]
+        write_config(edition_stage, edition, switch_links(pages[edition.code], others))
     if out.exists():
         shutil.rmtree(out)
-    args = ["-b", "html", "-d", str(stage / ".doctrees"), str(stage), str(out)] + (["-q"] if quiet else [])
-    if build_main(args) != 0:
-        raise RuntimeError(f"sphinx-build failed on the staged sources in {stage}")
+    for _, edition_stage, edition_out, _ in sites:
+        _sphinx(edition_stage, edition_out, quiet)
     pages = sorted(p.relative_to(out) for p in out.rglob("*.html"))
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return {"out": out, "pages": len(pages), "bytes": size, "seconds": time.perf_counter() - start}
