@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from bertedu.course import editions
+from bertedu.course import edition_cells, editions
 from bertedu.course import exercise_rules
 from bertedu.course.lessons import lesson_report, problems
 from test_claims import DECIMAL, REFERENCE_BEFORE, SOURCE, VERSION_BEFORE, blocks, checked_text, notebook_outputs, printed
@@ -164,8 +164,8 @@ def course(tmp_path, monkeypatch):
     (tmp_path / "zh").mkdir()
     source = REPO / "notebooks" / "08_single_sentence_classification.ipynb"
     (tmp_path / source.name).write_bytes(source.read_bytes())
-    monkeypatch.setattr(editions, "ENGLISH", tmp_path)
-    monkeypatch.setattr(editions, "EDITIONS", {"zh": tmp_path / "zh"})
+    monkeypatch.setattr(edition_cells, "ENGLISH", tmp_path)
+    monkeypatch.setattr(edition_cells, "EDITIONS", {"zh": tmp_path / "zh"})
     text = edition_text.dump("08").replace("Single-sentence classification", "单句分类", 1)
     edition_text.load("08", text)
     return tmp_path / source.name, tmp_path / "zh" / source.name

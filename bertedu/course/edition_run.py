@@ -13,7 +13,7 @@ import copy
 from pathlib import Path
 from typing import Sequence
 
-from .editions import _read, is_own
+from .edition_cells import _read, is_own
 
 IGNORE = "NBVAL_IGNORE_OUTPUT"
 

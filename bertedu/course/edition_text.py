@@ -21,7 +21,7 @@ import copy
 import re
 import sys
 
-from .editions import _meta, _read, _source, is_own, lesson_path, replaced_id, sha
+from .edition_cells import _meta, _read, _source, is_own, lesson_path, replaced_id, sha
 
 MARKER = re.compile(r"^<!-- (markdown|code|own)(?: (replaces )?([\w-]+))? -->$", re.M)
 FENCE = re.compile(r"```python\n(.*?)\n```", re.S)

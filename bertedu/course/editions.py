@@ -1,21 +1,4 @@
-"""The course's two editions, English (notebooks/) and Chinese (notebooks/zh/), kept in step.
-
-A Chinese lesson has the English lesson's file name and its code: every code cell of the English
-lesson, with its outputs, byte for byte and in order (a *mirrored* cell keeps the English cell's
-id). The prose is the edition's own, written for its readers. Three kinds of cell, told apart by
-``metadata.bertedu``:
-
-- a markdown cell: the edition's prose; ``written_from`` names the English cell it was written
-  from (``{"id", "sha"}``), so that ``check`` reports prose whose English has changed since;
-- a mirrored code cell: equal to the English code cell of the same id (source, outputs,
-  execution count, metadata); never edited by hand, carried over by ``sync``;
-- an *own* code cell (``edition: "own"``): the edition's own code, for example the map labelled
-  in Chinese, or a Chinese sentence for the learner to try. It may stand in for an English
-  code cell (``replaces: {"id", "sha"}``). Own cells are self-contained (their own imports),
-  so ``run`` executes them, and only them, in a fresh kernel: what is mirrored is checked by
-  equality, not executed again (tests/test_editions.py).
-
-Maintainers' commands (learners never need them):
+"""The maintainers' commands that keep the Chinese edition (notebooks/zh/) in step with the English lessons.
 
     python -m bertedu.course.editions check             # what is out of step, lesson by lesson
     python -m bertedu.course.editions sync              # carry the English code cells over
@@ -23,160 +6,22 @@ Maintainers' commands (learners never need them):
     python -m bertedu.course.editions dump 08 > 08.md   # a lesson as one text file to write prose in
     python -m bertedu.course.editions load 08 < 08.md   # ... and back into notebooks/zh/
 
-Introduced for the Chinese edition (issue 58).
+What the cells of an edition are and how they are checked: `bertedu.course.edition_cells`; the text file:
+`bertedu.course.edition_text`; the own cells' run: `bertedu.course.edition_run`. Learners never need these.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-import hashlib
-import sys
-from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Sequence
 
-REPOSITORY = Path(__file__).resolve().parents[2]
-ENGLISH = REPOSITORY / "notebooks"
-EDITIONS = {"zh": ENGLISH / "zh"}
-
-
-def sha(text) -> str:
-    """A short fingerprint of a cell's source."""
-    text = "".join(text) if isinstance(text, list) else text
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def _source(cell) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("bertedu", {})
-
-
-def is_own(cell) -> bool:
-    return cell.get("cell_type") == "code" and _meta(cell).get("edition") == "own"
-
-
-def replaced_id(cell) -> Optional[str]:
-    return (_meta(cell).get("replaces") or {}).get("id") if is_own(cell) else None
-
-
-def lessons(lang: str = "zh") -> list[Path]:
-    """The edition's lessons, in course order."""
-    return sorted(EDITIONS[lang].glob("[0-9][0-9]_*.ipynb"))
-
-
-def english_of(path: str | Path) -> Path:
-    """The English lesson an edition's lesson is written from (the same file name)."""
-    english = ENGLISH / Path(path).name
-    if not english.exists():
-        raise FileNotFoundError(f"{path}: no English lesson {english.relative_to(REPOSITORY)} of that name")
-    return english
-
-
-def lesson_path(lesson: str, lang: str = "zh", english: bool = False) -> Path:
-    """notebooks/zh/08_*.ipynb (or the English one) from '08' or '8'."""
-    matches = sorted(ENGLISH.glob(f"{int(lesson):02d}_*.ipynb"))
-    if not matches:
-        raise FileNotFoundError(f"no lesson {lesson!r} in {ENGLISH}")
-    return matches[0] if english else EDITIONS[lang] / matches[0].name
-
-
-def _read(path: Path):
-    import nbformat
-
-    return nbformat.read(path, as_version=4)
-
-
-def _comparable(cell) -> dict:
-    """What must be equal between a mirrored cell and its English cell."""
-    return {"id": cell.get("id"), "source": _source(cell), "outputs": cell.get("outputs", []),
-            "execution_count": cell.get("execution_count"), "metadata": cell.get("metadata", {})}
-
-
-def differences(path: str | Path) -> list[str]:
-    """What is out of step between an edition's lesson and its English lesson (empty: in step)."""
-    path = Path(path)
-    en, nb = _read(english_of(path)), _read(path)
-    english = {c.id: c for c in en.cells}
-    en_code = [c for c in en.cells if c.cell_type == "code"]
-    replaced = {replaced_id(c): c for c in nb.cells if replaced_id(c)}
-    expected = [c for c in en_code if c.id not in replaced]
-    mirrored = [c for c in nb.cells if c.cell_type == "code" and not is_own(c)]
-    problems = []
-    for k, (mine, theirs) in enumerate(zip(mirrored, expected)):
-        if _comparable(mine) != _comparable(theirs):
-            what = "source" if _source(mine) != _source(theirs) else "outputs or metadata"
-            problems.append(f"{path.name}: code cell {mine.get('id')} differs from English cell {theirs.id} "
-                            f"({what}); run `python -m bertedu.course.editions sync`")
-            break
-    if len(mirrored) != len(expected):
-        problems.append(f"{path.name}: {len(mirrored)} mirrored code cells, English has {len(expected)} "
-                        "(besides the ones own cells replace); run sync")
-    for cell_id, own in replaced.items():
-        if cell_id not in english:
-            problems.append(f"{path.name}: own cell {own.get('id')} replaces English cell {cell_id}, which is gone")
-        elif sha(english[cell_id].source) != _meta(own)["replaces"].get("sha"):
-            problems.append(f"{path.name}: English cell {cell_id}, which own cell {own.get('id')} replaces, has "
-                            "changed: update the own cell, then its replaces.sha")
-    return problems + stale_prose(nb, english, path.name)
-
-
-def stale_prose(nb, english: dict, name: str) -> list[str]:
-    """Markdown cells written from an English cell that has changed (or gone) since."""
-    problems = []
-    for cell in nb.cells:
-        origin = _meta(cell).get("written_from") if cell.cell_type == "markdown" else None
-        if not origin:
-            continue
-        source = english.get(origin.get("id"))
-        if source is None or sha(source.source) != origin.get("sha"):
-            problems.append(f"{name}: prose cell {cell.get('id')} was written from English cell {origin.get('id')}, "
-                            "which has changed since: revise it, then `load` it again")
-    return problems
-
-
-def sync(path: str | Path) -> list[str]:
-    """Carry the English code cells into an edition's lesson: each mirrored cell becomes the English
-    cell again; an English code cell the edition lacks is put after the cell mirroring the one
-    before it; a mirrored cell whose English cell is gone is removed. Returns what changed."""
-    import nbformat
-
-    path = Path(path)
-    en, nb = _read(english_of(path)), _read(path)
-    replaced = {replaced_id(c) for c in nb.cells if replaced_id(c)}
-    wanted = [c for c in en.cells if c.cell_type == "code" and c.id not in replaced]
-    changes, cells, placed = [], [], set()
-    by_id = {c.id: c for c in wanted}
-    for cell in nb.cells:
-        if cell.cell_type == "code" and not is_own(cell):
-            if cell.get("id") not in by_id:
-                changes.append(f"removed {cell.get('id')}")
-                continue
-            fresh = copy.deepcopy(by_id[cell.id])
-            if _comparable(fresh) != _comparable(cell):
-                changes.append(f"updated {cell.id}")
-            placed.add(cell.id)
-            cell = fresh
-        cells.append(cell)
-    for k, cell in enumerate(wanted):
-        if cell.id in placed:
-            continue
-        before = wanted[k - 1].id if k else None
-        at = next((i + 1 for i, c in enumerate(cells) if before and c.get("id") == before), len(cells) if before else 0)
-        cells.insert(at, copy.deepcopy(cell))
-        changes.append(f"added {cell.id}")
-    if changes:
-        nb.cells = cells
-        nbformat.write(nb, path)
-    return changes
+from . import edition_text
+from .edition_cells import (EDITIONS, ENGLISH, differences, english_of, is_own, lesson_path, lessons,  # noqa: F401
+                            replaced_id, sha, sync)
+from .edition_run import run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from . import edition_text
-
     parser = argparse.ArgumentParser(prog="python -m bertedu.course.editions", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("check", help="what is out of step, lesson by lesson")
@@ -190,8 +35,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("dump", "load"):
         return edition_text.main(args.command, args.lesson)
     if args.command == "run":
-        from .edition_run import run
-
         paths = [lesson_path(n) for n in args.lessons] if args.lessons else lessons()
         problems = run(paths, write=args.write)
     else:

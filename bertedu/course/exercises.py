@@ -20,7 +20,15 @@ version is made by one command, which uses nbgrader's own ``ClearSolutions`` pre
 
 A learner makes their own copies once and opens them with ``python -m bertedu.course.exercises
 learn`` (copies into learner/, which git ignores; a copy that exists holds the learner's work and
-is never overwritten).
+is never overwritten). The Chinese edition's copies:
+
+    python -m bertedu.course.exercises learn --lang zh     # notebooks/zh/ -> learner/zh/, checks in Chinese
+
+The checks speak the learner's language (``bertedu.course.i18n``: ``use("zh")``, or
+``BERTEDU_LANG=zh``, which ``learn --lang zh`` gives JupyterLab and so every kernel it starts).
+A Chinese lesson's check cells are the English ones byte for byte; their messages and English
+hints are translated at run time (``bertedu.course.exercise_messages``, whose catalogue of hints
+tests/test_exercises.py keeps complete).
 
 Each solution cell also stores a deliberately wrong answer in
 ``metadata.bertedu.wrong_answer`` and a fragment of the message its check must print
@@ -38,6 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from bertedu.course import i18n
+from bertedu.course.exercise_messages import hint as _hint_in_language
+from bertedu.course.exercise_messages import name as _name_in_language
+from bertedu.course.exercise_messages import say
+
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 
@@ -46,9 +59,9 @@ class ExerciseError(AssertionError):
 
 
 def _fail(name: str, problem: str, hint: str | None) -> None:
-    message = f"{name}: {problem}"
+    message = say("message", name=_name_in_language(name), problem=problem)
     if hint:
-        message += f"\nHint: {hint}"
+        message += say("hint", hint=_hint_in_language(hint))
     raise ExerciseError(message)
 
 
@@ -68,32 +81,33 @@ def _as_tensor(value: Any):
 def check_defined(namespace: dict, name: str, hint: str | None = None) -> Any:
     """The exercise's answer exists (the learner ran their cell); returns it."""
     if name not in namespace:
-        _fail(name, "is not defined: run your solution cell above first", hint)
+        _fail(name, say("not_defined"), hint)
     return namespace[name]
 
 
-def check_type(value: Any, expected: type | tuple[type, ...], name: str = "result", hint: str | None = None) -> None:
+def check_type(value: Any, expected: type | tuple[type, ...], name: str | None = None, hint: str | None = None) -> None:
     if not isinstance(value, expected):
-        names = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
-        _fail(name, f"should be a {names}, got a {type(value).__name__}", hint)
+        names = expected.__name__ if isinstance(expected, type) else say("or").join(t.__name__ for t in expected)
+        _fail(name or say("result"), say("should_be_type", expected=names, got=type(value).__name__), hint)
 
 
-def check_shape(value: Any, expected: Sequence[int], name: str = "result", hint: str | None = None) -> None:
+def check_shape(value: Any, expected: Sequence[int], name: str | None = None, hint: str | None = None) -> None:
     """``value.shape`` equals ``expected`` (a tuple of ints)."""
+    name = name or say("result")
     shape = _shape(value)
     if shape is None:
-        _fail(name, f"should be a tensor of shape {tuple(expected)}, got a {type(value).__name__}", hint)
+        _fail(name, say("should_be_tensor", shape=tuple(expected), got=type(value).__name__), hint)
     if shape != tuple(expected):
-        problem = f"has shape {shape}, expected {tuple(expected)}"
+        problem = say("shape_differs", shape=shape, expected=tuple(expected))
         if len(shape) != len(expected):
-            problem += f" ({len(shape)} dimensions instead of {len(expected)})"
+            problem += say("dimensions_differ", got=len(shape), expected=len(expected))
         _fail(name, problem, hint)
 
 
 def check_close(
     actual: Any,
     expected: Any,
-    name: str = "result",
+    name: str | None = None,
     hint: str | None = None,
     atol: float = 1e-5,
     rtol: float = 1e-4,
@@ -101,53 +115,53 @@ def check_close(
     """Numbers or tensors agree within tolerance; otherwise say where and by how much."""
     import torch
 
+    name = name or say("result")
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
         if not isinstance(actual, (int, float)) and _shape(actual) not in ((), None):
-            _fail(name, f"should be a single number, got shape {_shape(actual)}", hint)
+            _fail(name, say("single_number", shape=_shape(actual)), hint)
         try:
             got = float(actual)
         except (TypeError, ValueError):
-            _fail(name, f"should be a number, got {type(actual).__name__}", hint)
+            _fail(name, say("a_number", got=type(actual).__name__), hint)
         if math.isnan(got):
-            _fail(name, "is NaN", hint)
+            _fail(name, say("is_nan"), hint)
         if abs(got - expected) > atol + rtol * abs(expected):
-            _fail(name, f"is {got:.6g}, expected {expected:.6g}", hint)
+            _fail(name, say("number_differs", got=got, expected=expected), hint)
         return
     exp = _as_tensor(expected)
     if not isinstance(actual, torch.Tensor) and _shape(actual) is None and not isinstance(actual, (list, tuple)):
-        _fail(name, f"should be a tensor of shape {tuple(exp.shape)}, got a {type(actual).__name__}", hint)
+        _fail(name, say("should_be_tensor", shape=tuple(exp.shape), got=type(actual).__name__), hint)
     got = _as_tensor(actual)
     check_shape(got, tuple(exp.shape), name, hint)
     got, exp = got.double(), exp.double()
     if torch.isnan(got).any() and not torch.isnan(exp).any():
-        _fail(name, f"contains NaN at {int(torch.isnan(got).sum())} positions", hint)
+        _fail(name, say("nan_positions", count=int(torch.isnan(got).sum())), hint)
     diff = (got - exp).abs()
     bad = diff > atol + rtol * exp.abs()
     if bad.any():
         where = tuple(int(i) for i in bad.nonzero()[0]) if diff.dim() else ()
-        problem = (
-            f"{int(bad.sum())} of {bad.numel()} values differ; first at index {where}: "
-            f"got {got[where].item():.6g}, expected {exp[where].item():.6g} "
-            f"(largest difference {diff.max().item():.3g})"
-        )
+        problem = say("values_differ", bad=int(bad.sum()), total=bad.numel(), where=where, got=got[where].item(),
+                      expected=exp[where].item(), largest=diff.max().item())
         _fail(name, problem, hint)
 
 
-def check_equal(actual: Any, expected: Any, name: str = "result", hint: str | None = None) -> None:
+def check_equal(actual: Any, expected: Any, name: str | None = None, hint: str | None = None) -> None:
     """Exact equality; for sequences, name the first position that differs and what is there.
 
     When the lengths differ, say which items are missing or extra if that explains the
     difference (``has 12 items, expected 13: the item '[SEP]' at position 12 is missing``).
     """
+    name = name or say("result")
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
         first = next((i for i, (a, e) in enumerate(zip(actual, expected)) if a != e), None)
         if len(actual) != len(expected):
-            _fail(name, f"has {len(actual)} items, expected {len(expected)}: "
-                        f"{_length_difference(list(actual), list(expected), first)}", hint)
+            detail = _length_difference(list(actual), list(expected), first)
+            _fail(name, say("length_differs", got=len(actual), expected=len(expected), detail=detail), hint)
         if first is not None:
             n_differ = sum(a != e for a, e in zip(actual, expected))
-            more = f" ({n_differ} of {len(expected)} positions differ)" if n_differ > 1 else ""
-            _fail(name, f"differs at position {first}: got {actual[first]!r}, expected {expected[first]!r}{more}", hint)
+            more = say("positions_differ", count=n_differ, total=len(expected)) if n_differ > 1 else ""
+            _fail(name, say("position_differs", first=first, got=actual[first], expected=expected[first], more=more),
+                  hint)
         return
     if _shape(expected) is not None:
         check_shape(actual, _shape(expected), name, hint)
@@ -156,18 +170,18 @@ def check_equal(actual: Any, expected: Any, name: str = "result", hint: str | No
         got, exp = _as_tensor(actual), _as_tensor(expected)
         if not torch.equal(got, exp):
             where = tuple(int(i) for i in (got != exp).nonzero()[0])
-            _fail(name, f"differs at index {where}: got {got[where].item()!r}, expected {exp[where].item()!r}", hint)
+            _fail(name, say("index_differs", where=where, got=got[where].item(), expected=exp[where].item()), hint)
         return
     if actual != expected:
-        _fail(name, f"is {actual!r}, expected {expected!r}", hint)
+        _fail(name, say("value_differs", got=actual, expected=expected), hint)
 
 
 def _items(values: list, start: int) -> str:
     """``the item 'a' at position 4`` or ``the 3 items at positions 4-6 ('a', 'b', 'c')``."""
     if len(values) == 1:
-        return f"the item {values[0]!r} at position {start}"
+        return say("item", value=values[0], start=start)
     shown = ", ".join(repr(v) for v in values[:5]) + (", ..." if len(values) > 5 else "")
-    return f"the {len(values)} items at positions {start}-{start + len(values) - 1} ({shown})"
+    return say("items", count=len(values), start=start, end=start + len(values) - 1, shown=shown)
 
 
 def _length_difference(actual: list, expected: list, first: int | None) -> str:
@@ -176,11 +190,11 @@ def _length_difference(actual: list, expected: list, first: int | None) -> str:
     i = min(len(actual), len(expected)) if first is None else first
     k = abs(len(actual) - len(expected))
     if len(actual) < len(expected) and actual[i:] == expected[i + k:]:
-        return f"{_items(expected[i:i + k], i)} {'is' if k == 1 else 'are'} missing"
+        return say("one_missing" if k == 1 else "many_missing", items=_items(expected[i:i + k], i))
     if len(actual) > len(expected) and actual[i + k:] == expected[i:]:
-        return f"{_items(actual[i:i + k], i)} should not be there"
+        return say("extra", items=_items(actual[i:i + k], i))
     # (here i < both lengths: a prefix of the other sequence is always explained above)
-    return f"the first difference is at position {i}: got {actual[i]!r}, expected {expected[i]!r}"
+    return say("first_difference", position=i, got=actual[i], expected=expected[i])
 
 
 def check_function(
@@ -192,9 +206,9 @@ def check_function(
     compare: Callable = check_close,
 ) -> None:
     """Call ``fn`` and ``reference`` on each case (a tuple of arguments) and compare."""
-    name = name or getattr(fn, "__name__", "your function")
+    name = name or getattr(fn, "__name__", None) or say("your_function")
     if not callable(fn):
-        _fail(name, f"should be a function, got a {type(fn).__name__}", hint)
+        _fail(name, say("not_a_function", got=type(fn).__name__), hint)
     for args in cases:
         shown = ", ".join(_describe(a) for a in args)
         try:
@@ -202,7 +216,7 @@ def check_function(
         except NotImplementedError:
             raise
         except Exception as error:  # the learner's code raised: say on which input
-            _fail(f"{name}({shown})", f"raised {type(error).__name__}: {error}", hint)
+            _fail(f"{name}({shown})", say("raised", error=type(error).__name__, text=error), hint)
         compare(got, reference(*args), f"{name}({shown})", hint)
 
 
@@ -227,7 +241,7 @@ def reference(path: str) -> Any:
 
     module, sep, name = path.partition(":")
     if not sep or not name:
-        raise ValueError(f"reference({path!r}): write 'package.module:name', e.g. 'bertedu.data:mask_tokens'")
+        raise ValueError(say("reference_path", path=path))
     value = importlib.import_module(module)
     for part in name.split("."):
         value = getattr(value, part)
@@ -260,7 +274,7 @@ class forbid_calls:  # noqa: N801 (used as a context manager, read like `with to
 
     def __init__(self, obj: Any, *methods: str, name: str | None = None):
         if not methods and not hasattr(obj, "forward"):
-            raise TypeError("forbid_calls(obj) needs an nn.Module, or the names of the methods to forbid")
+            raise TypeError(say("forbid_needs"))
         self.obj, self.name = obj, name or type(obj).__name__
         self.methods = list(methods) or ["forward"]
         self.saved: dict[str, Any] = {}
@@ -268,8 +282,7 @@ class forbid_calls:  # noqa: N801 (used as a context manager, read like `with to
     def _refuse(self, method: str) -> Callable:
         def refuse(*args, **kwargs):
             shown = self.name if method == "forward" else f"{self.name}.{method}"
-            _fail(shown, "was called by your answer: the exercise is to compute what it computes, from its parts",
-                  "use its sub-modules and weights (print it to see them), not the object itself")
+            _fail(shown, say("forbidden_call"), say("forbidden_hint"))
         return refuse
 
     def __enter__(self) -> "forbid_calls":
@@ -401,19 +414,25 @@ def learner_copies(src: str | Path, out: str | Path) -> tuple[list[Path], list[P
 
 # The course's notebooks beside the package (bertedu/course/exercises.py -> the repository root).
 REPOSITORY = Path(__file__).resolve().parents[2]
+# Where each edition's lessons are, and where `learn` writes the learner's copies of them.
+EDITIONS = {"en": (REPOSITORY / "notebooks", REPOSITORY / "learner"),
+            "zh": (REPOSITORY / "notebooks" / "zh", REPOSITORY / "learner" / "zh")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bertedu.course.exercises", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("strip", help="write the learner's notebooks (solutions removed)")
-    p.add_argument("src", help="a notebook or a folder of notebooks (e.g. notebooks/)")
+    p.add_argument("src", help="a notebook or a folder of notebooks (e.g. notebooks/ or notebooks/zh/)")
     p.add_argument("out", help="the folder to write the learner's notebooks to")
     p = sub.add_parser("learn", help="make your own copies of the course (once; your work is kept) and open them")
-    p.add_argument("--src", default=str(REPOSITORY / "notebooks"),
-                   help="the course's notebooks (default: the notebooks/ folder of the repository bertedu is in)")
-    p.add_argument("--out", default=str(REPOSITORY / "learner"),
-                   help="your copies (default: learner/ beside notebooks/, which git ignores)")
+    p.add_argument("--lang", choices=i18n.LANGUAGES, default="en",
+                   help="the edition: en (notebooks/ -> learner/) or zh, the Chinese one (notebooks/zh/ -> "
+                        "learner/zh/); JupyterLab's kernels get BERTEDU_LANG, so the checks speak it (default: en)")
+    p.add_argument("--src", help="the course's notebooks (default: the edition's folder in the repository bertedu "
+                                 "is in: notebooks/, or notebooks/zh/ with --lang zh)")
+    p.add_argument("--out", help="your copies (default: learner/ beside notebooks/, which git ignores; learner/zh/ "
+                                 "with --lang zh)")
     p.add_argument("--no-open", action="store_true", help="make the copies, do not start JupyterLab")
     p.add_argument("--allow-root", action="store_true", help="start JupyterLab as root (it refuses otherwise)")
     args = parser.parse_args(argv)
@@ -421,7 +440,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         written = strip(args.src, args.out)
         print(f"wrote {len(written)} learner notebooks to {args.out}")
         return 0
+    src, out = EDITIONS[args.lang]
+    args.src, args.out = args.src or str(src), args.out or str(out)
     return _learn(parser, args)
+
+
+def jupyterlab(out: str | Path, lang: str = "en", allow_root: bool = False) -> tuple[list[str], dict[str, str]]:
+    """The command that opens the learner's copies in ``out``, and its environment: this process's,
+    with ``BERTEDU_LANG=lang``, which JupyterLab hands to every kernel it starts (bertedu.course.i18n)."""
+    import os
+    import sys
+
+    if lang not in i18n.LANGUAGES:
+        raise ValueError(f"lang={lang!r}: the course speaks {' or '.join(i18n.LANGUAGES)}")
+    command = [sys.executable, "-m", "jupyterlab", *(["--allow-root"] if allow_root else []), str(out)]
+    return command, {**os.environ, i18n.ENVIRONMENT: lang}
 
 
 def _learn(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -431,17 +464,20 @@ def _learn(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import sys
 
     if not any(Path(args.src).glob("*.ipynb")):
-        parser.exit(2, f"{parser.prog} learn: error: no course notebooks in {args.src} (bertedu installed without "
-                       "its repository?): install from a clone (pip install -e .), or pass --src FOLDER\n")
+        fix = ("(the Chinese edition is not in this copy of the course): update it (git pull), use --lang en"
+               if args.lang == "zh" else
+               "(bertedu installed without its repository?): install from a clone (pip install -e .)")
+        parser.exit(2, f"{parser.prog} learn: error: no course notebooks in {args.src} {fix}, or pass --src FOLDER\n")
     written, kept = learner_copies(args.src, args.out)
     print(f"{args.out}: {len(written)} new copies without solutions, {len(kept)} of yours kept as they are")
     if args.no_open:
         return 0
-    command = [sys.executable, "-m", "jupyterlab", *(["--allow-root"] if args.allow_root else []), str(args.out)]
+    command, env = jupyterlab(args.out, args.lang, args.allow_root)
     if hasattr(os, "geteuid") and os.geteuid() == 0 and not args.allow_root:
         parser.exit(2, f"{parser.prog} learn: error: running as root, and JupyterLab refuses to start as root: run "
-                       f"this as another user, or add --allow-root (it starts: {' '.join(command)} --allow-root)\n")
-    status = subprocess.run(command, check=False).returncode
+                       f"this as another user, or add --allow-root (it starts: {i18n.ENVIRONMENT}={args.lang} "
+                       f"{' '.join(command)} --allow-root)\n")
+    status = subprocess.run(command, check=False, env=env).returncode
     if status:
         print(f"{parser.prog} learn: JupyterLab exited with status {status}; your copies are in {args.out}",
               file=sys.stderr)

@@ -72,6 +72,13 @@ def study_text(n_train: int = 40, n_held_out: int = 6) -> tuple[list, list]:
     return documents[:n_train], documents[n_train:]
 
 
+def long_text(first_unused: int = 50) -> list:
+    """The longer runs' training articles (benchmarks/elmo_weights.py --articles all): the study's 40 and every
+    wiki-en article from `first_unused` on, never the held-out 40-45 or the sweep's 46-49."""
+    documents = list(load_corpus("wiki-en"))
+    return documents[:40] + documents[first_unused:]
+
+
 def validation_text(n: int = 4, after: int = 46) -> list:
     """wiki-en's n articles after the first `after` (40 training, 6 held out): the learning-rate sweep's text,
     so that choosing a rate never reads the articles the comparisons are measured on."""
