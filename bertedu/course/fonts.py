@@ -10,6 +10,7 @@ and leave the rest of matplotlib as it was; a lesson that labels its own plots i
 
 from __future__ import annotations
 
+import logging
 from typing import Optional
 
 
@@ -45,8 +46,29 @@ def cjk_font(sample: str = "我是谁") -> Optional[str]:
         except (OSError, RuntimeError, ValueError):
             continue
         if wanted <= charmap.keys():
+            _quiet_about_weights(entry.name)
             return entry.name
     return None
+
+
+class _OneWeight(logging.Filter):
+    """Drops matplotlib's "findfont: Failed to find font weight bold for Noto Sans SC, now using
+    400." A CJK font with one weight serves as the fallback for bold labels too (their Chinese
+    glyphs drawn regular, as intended); the message would otherwise land in a lesson's outputs."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.font = name
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (str(record.msg).startswith("findfont: Failed to find font weight")
+                    and len(record.args or ()) > 1 and record.args[1] == self.font)
+
+
+def _quiet_about_weights(name: str) -> None:
+    logger = logging.getLogger("matplotlib.font_manager")
+    if not any(isinstance(f, _OneWeight) and f.font == name for f in logger.filters):
+        logger.addFilter(_OneWeight(name))
 
 
 def use_cjk_font(sample: str = "我是谁") -> Optional[str]:
