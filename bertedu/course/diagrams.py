@@ -27,7 +27,9 @@ the checkpoint has), and defaults from the config's class. `LESSON_MODELS` names
 each lesson runs at CPU scale; `you_are_here(n, scale=SCALE)` without a config draws the one
 lesson n runs at that scale (`lesson_model`).
 
-Every function draws on a matplotlib Axes (made if not given) and returns it. What every
+Every function draws on a matplotlib Axes (made if not given) and returns it, labelled in the
+learner's language: English, or Chinese after `i18n.use("zh")` (the Chinese edition's first cell;
+`drawing.translate_labels`, table `labels_zh`). What every
 picture shares (boxes, arrows, labels that fit, model names) lives in `drawing.py`; the
 pictures of one mechanism each in `mechanisms.py`, re-exported here.
 Introduced in notebook 00 (the map); each lesson opens with its own `you_are_here`.

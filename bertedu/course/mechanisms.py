@@ -8,7 +8,8 @@
     checkpoint_to_head(...)     what from_pretrained loads, initialises and drops (13)
 
 Every function draws on a matplotlib Axes (made if not given) and returns it, with every label
-inside its box; `diagrams` re-exports them, so a lesson calls `diagrams.multihead_reshape(...)`.
+inside its box, in the learner's language (`drawing.in_learners_language`); `diagrams` re-exports
+them, so a lesson calls `diagrams.multihead_reshape(...)`.
 """
 
 from __future__ import annotations

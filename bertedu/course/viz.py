@@ -1,7 +1,9 @@
 """Pictures: attention heat maps, embedding tables, bertviz adapters.
 
 Every function draws on a matplotlib Axes (made if not given) and returns it, so
-notebooks can compose figures; `save_figure` writes a small PNG into `figures_dir()`.
+notebooks can compose figures; `save_figure` writes a small PNG into `figures_dir()`. The masking
+pictures speak the learner's language (`i18n`: titles, legend and row names in Chinese after
+`i18n.use("zh")`; the tokens stay as they are).
 Introduced in notebooks 02-04; MLM masking pictures and the masking explorer in notebook 05.
 """
 
