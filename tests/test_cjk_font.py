@@ -28,3 +28,16 @@ def test_the_course_font_draws_chinese_labels_without_missing_glyphs():
 def test_characters_no_font_has_give_none():
     with mpl.rc_context():
         assert viz.use_cjk_font("\U000f0000") is None  # a private-use code point: no font draws it
+
+
+def test_a_bold_label_after_use_cjk_font_prints_no_message_about_the_fonts_one_weight(caplog):
+    """Noto Sans SC has one weight: once it is a fallback, every bold label made matplotlib log
+    "findfont: Failed to find font weight bold for Noto Sans SC", which landed in lessons' outputs."""
+    with mpl.rc_context():
+        viz.use_cjk_font("我是谁")
+        fig, ax = plt.subplots()
+        ax.set_title("BERT 与 GPT", fontweight="bold")
+        ax.text(0.5, 0.5, "in bold", fontweight="bold", family=["DejaVu Serif", "Noto Sans SC"])
+        fig.canvas.draw()
+        plt.close(fig)
+    assert not [r for r in caplog.records if "findfont" in r.getMessage()]

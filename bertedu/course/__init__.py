@@ -3,7 +3,10 @@
     viz.py              heat maps, masking pictures, embedding plots, QA span maps, loss curves
     diagrams.py         pictures of the architecture drawn from a config ("you are here", heads, blocks)
     mechanisms.py       pictures of one mechanism each (multi-head reshape, packing, -100 labels, ...)
-    drawing.py          what the pictures share: boxes, arrows, labels that fit, model names
+    drawing.py          what the pictures share: boxes, arrows, labels that fit, model names, the learner's language
+    labels_zh.py        the pictures' labels in Chinese: one table English -> 中文 in the glossary's terms
+    fonts.py            a font for Chinese characters in matplotlib (the course's Noto Sans SC)
+    i18n.py             the language the course speaks, "en" or "zh" (i18n.use, BERTEDU_LANG)
     stats.py            standard errors, paired comparisons and their verdict in plain words
     lessons.py          what makes a notebook a lesson, counted (tests/test_lessons.py)
     bertviz_offline.py  bertviz's views with their scripts inlined, so they draw without a network

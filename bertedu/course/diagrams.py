@@ -27,7 +27,9 @@ the checkpoint has), and defaults from the config's class. `LESSON_MODELS` names
 each lesson runs at CPU scale; `you_are_here(n, scale=SCALE)` without a config draws the one
 lesson n runs at that scale (`lesson_model`).
 
-Every function draws on a matplotlib Axes (made if not given) and returns it. What every
+Every function draws on a matplotlib Axes (made if not given) and returns it, labelled in the
+learner's language: English, or Chinese after `i18n.use("zh")` (the Chinese edition's first cell;
+`drawing.translate_labels`, table `labels_zh`). What every
 picture shares (boxes, arrows, labels that fit, model names) lives in `drawing.py`; the
 pictures of one mechanism each in `mechanisms.py`, re-exported here.
 Introduced in notebook 00 (the map); each lesson opens with its own `you_are_here`.
@@ -40,8 +42,8 @@ from typing import Callable, Optional, Sequence
 
 from ..model.config import BertConfig
 from .drawing import (  # noqa: F401  (re-exported: lessons and tests reach them through diagrams)
-    COLORS, DIM_ALPHA, DPI, HIGHLIGHT, KINDS, SMALLEST_FONT, ModelKind, _arrow, _axes, _box, _figure, _fit_labels,
-    _frame, kind_of, label_overflows, model_name, model_sizes,
+    COLORS, DIM_ALPHA, DPI, HIGHLIGHT, KINDS, SMALLEST_FONT, VERBATIM, ModelKind, _arrow, _axes, _box, _figure,
+    _fit_labels, _frame, in_learners_language, kind_of, label_overflows, model_name, model_sizes, translate_labels,
 )
 from .mechanisms import (  # noqa: F401  (re-exported: the lessons call diagrams.<picture>)
     checkpoint_to_head, continuation_labels, memory_split, multihead_reshape, pack_rows, padded_vs_packed,
@@ -171,6 +173,7 @@ def map_boxes(config: BertConfig, kind: Optional[str] = None) -> dict[str, tuple
     return {name: (x, y, w, h, labels[name], colour) for name, (x, y, w, h, colour) in places.items()}
 
 
+@in_learners_language
 def you_are_here(notebook: int, config: Optional[BertConfig] = None, kind: Optional[str] = None, ax=None,
                  scale: str = "cpu"):
     """The map of the model lesson `notebook` runs (bottom to top: text, tokens, embeddings, L
@@ -199,6 +202,7 @@ def you_are_here(notebook: int, config: Optional[BertConfig] = None, kind: Optio
 
 # ---- the input ---------------------------------------------------------------------------
 
+@in_learners_language
 def input_representation(tokens: Sequence[str], token_type_ids: Sequence[int], ax=None):
     """BERT's input for one encoded text (Devlin et al. 2019, Figure 2): per token, the sum of
     its token embedding, its segment embedding (A or B) and its position embedding."""
@@ -214,7 +218,7 @@ def input_representation(tokens: Sequence[str], token_type_ids: Sequence[int], a
     for label, y, kind, text in rows:
         ax.text(1.25, y, label, ha="right", va="center", fontsize=8)
         for i in range(n):
-            _box(ax, 1.9 + i, y, 0.9, 0.6, text(i), kind, fontsize=7 if len(text(i)) > 7 else 8)
+            _box(ax, 1.9 + i, y, 0.9, 0.6, text(i), kind, fontsize=7 if len(text(i)) > 7 else 8, verbatim=True)
     for i in range(n):
         for y in (2.45, 1.45):
             ax.text(1.9 + i, y, "+", ha="center", va="center", fontsize=10)
@@ -224,6 +228,7 @@ def input_representation(tokens: Sequence[str], token_type_ids: Sequence[int], a
 
 # ---- attention ---------------------------------------------------------------------------
 
+@in_learners_language
 def attention_flow(config: Optional[BertConfig] = None, causal: bool = False, ax=None):
     """One head of self-attention as a flow, shapes from `config`: the hidden states X give
     queries, keys and values; scores QKᵀ/√d_k; the mask (padding, or causal for GPT) sets
@@ -250,6 +255,7 @@ def attention_flow(config: Optional[BertConfig] = None, causal: bool = False, ax
     return _fit_labels(ax)
 
 
+@in_learners_language
 def encoder_blocks(config: Optional[BertConfig] = None, ax=None):
     """BERT's post-LayerNorm encoder layer (LayerNorm after each residual sum, as Vaswani et
     al. 2017 and Devlin et al. 2019) beside the pre-LayerNorm layer of GPT-2 and most later
@@ -299,7 +305,7 @@ def _encoder_with_outputs(ax, tokens: Sequence[str], config: BertConfig, kind: O
     `config`), one output arrow per token."""
     xs = [1.0 + 1.0 * i for i in range(len(tokens))]
     for x, t in zip(xs, tokens):
-        _box(ax, x, 0.45, 0.92, 0.5, t, "tokens", fontsize=7.5)
+        _box(ax, x, 0.45, 0.92, 0.5, t, "tokens", fontsize=7.5, verbatim=True)
         _arrow(ax, (x, 0.72), (x, y - 0.45))
     width = xs[-1] - xs[0] + 1.0
     _box(ax, (xs[0] + xs[-1]) / 2, y, width, 0.8,
@@ -309,6 +315,7 @@ def _encoder_with_outputs(ax, tokens: Sequence[str], config: BertConfig, kind: O
     return xs
 
 
+@in_learners_language
 def pretraining_heads(config: Optional[BertConfig] = None, ax=None):
     """BertForPreTraining: the MLM head on every masked position (dense, GELU, LayerNorm, then a
     decoder tied to the word embeddings, V logits) and the NSP head on [CLS] (the pooler's
@@ -336,6 +343,7 @@ TASK_PANELS = {
 }
 
 
+@in_learners_language
 def task_heads(task: Optional[str] = None, config: Optional[BertConfig] = None, kind: Optional[str] = None,
                ax=None):
     """Where each fine-tuning head reads the encoder (Devlin et al. 2019, Figure 4): a linear
@@ -366,7 +374,8 @@ def task_heads(task: Optional[str] = None, config: Optional[BertConfig] = None, 
         _box(ax, xs[0] + 0.7, 3.0, 2.4, 0.6, f"{pooled}\n→ K labels", "head", fontsize=7.5)
     elif reads == "each":
         for x, t in zip(xs[1:-1], tokens[1:-1]):
-            _box(ax, x, 3.0, 0.9, 0.5, {"Jim": "B-PER", "Rome": "B-LOC"}.get(t, "O"), "head", fontsize=7.5)
+            _box(ax, x, 3.0, 0.9, 0.5, {"Jim": "B-PER", "Rome": "B-LOC"}.get(t, "O"), "head", fontsize=7.5,
+                 verbatim=True)
     else:
         start = tokens.index("[SEP]") + 1
         for x in xs[start:-1]:
@@ -400,6 +409,7 @@ FAMILY: dict[str, list[tuple[str, str, Optional[str]]]] = {
 }
 
 
+@in_learners_language
 def family_differences(name: str, ax=None):
     """A variant of BERT as what it changes: BERT's parts on the left, the variant's on the
     right, the changed ones highlighted and the unchanged ones dimmed. Notebooks 15, 16, 18."""
@@ -422,6 +432,7 @@ def family_differences(name: str, ax=None):
     return _fit_labels(ax)
 
 
+@in_learners_language
 def albert_factorised(config: Optional[BertConfig] = None, ax=None):
     """ALBERT's two parameter savings (Lan et al. 2020, section 3.1; notebook 16), counted from
     `config` (ALBERT-BASE if not given): the token table is V x E, then a dense E x H projection,

@@ -3,6 +3,9 @@ boxes, and the names of the models they show.
 
     label_overflows(fig_or_ax)  every label that leaves its box (tests/test_diagrams.py runs it on every picture)
     KINDS, kind_of, model_name, model_sizes   what a picture calls a config: "all-MiniLM-L6-v2: 6 layers (H = 384)"
+    translate_labels(fig_or_ax)  a picture's labels in the learner's language (`i18n`): Chinese from `labels_zh`
+    in_learners_language        the decorator every picture function wears, so the Chinese edition's
+                                `i18n.use("zh"); you_are_here(8)` draws the map labelled in Chinese
 
 `diagrams.py` draws the architecture with these, `mechanisms.py` the mechanisms one lesson
 explains. Introduced in notebook 00.
@@ -10,9 +13,13 @@ explains. Introduced in notebook 00.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+import functools
+import warnings
+from typing import Callable, NamedTuple, Optional
 
 from ..model.config import PRESETS, BertConfig
+from . import i18n, labels_zh
+from .fonts import cjk_font
 
 # Colours: one per kind of piece, the same in every picture.
 COLORS = {
@@ -80,8 +87,10 @@ def _show_diagrams_as_palette_png() -> None:
 
 
 def _box(ax, x: float, y: float, w: float, h: float, text: str, kind: str = "plain",
-         highlight: Optional[bool] = None, fontsize: float = 8.5, gid: Optional[str] = None):
-    """A rounded box centred on (x, y); highlight True draws it red-edged, False dims it."""
+         highlight: Optional[bool] = None, fontsize: float = 8.5, gid: Optional[str] = None,
+         verbatim: bool = False):
+    """A rounded box centred on (x, y); highlight True draws it red-edged, False dims it.
+    `verbatim`: its text is a token or a code name, the same in every language."""
     from matplotlib.patches import FancyBboxPatch
 
     edge, width, alpha = "#555555", 0.8, 1.0
@@ -94,7 +103,7 @@ def _box(ax, x: float, y: float, w: float, h: float, text: str, kind: str = "pla
     patch.set_gid(gid)
     ax.add_patch(patch)
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, zorder=3, alpha=max(alpha, 0.6),
-            fontweight="bold" if highlight else "normal")
+            fontweight="bold" if highlight else "normal", gid=VERBATIM if verbatim else None)
     return patch
 
 
@@ -167,7 +176,9 @@ def label_overflows(fig_or_ax, tolerance: float = 0.5) -> list[str]:
 
 def _fit_labels(ax, margin: float = 3.0):
     """Shrink each label of `ax` (half a point at a time, to `SMALLEST_FONT`) until it fits
-    inside its box with `margin` pixels to spare; returns `ax`. Call it last: it draws."""
+    inside its box with `margin` pixels to spare; returns `ax`. Call it last: it draws. The
+    labels are first put in the learner's language (`translate_labels`), so they fit as shown."""
+    translate_labels(ax)
     fig = ax.figure
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -178,6 +189,78 @@ def _fit_labels(ax, margin: float = 3.0):
                 break
             text.set_fontsize(max(SMALLEST_FONT, text.get_fontsize() - 0.5))
     return ax
+
+
+# ---- the learner's language ------------------------------------------------------------------
+
+VERBATIM = "bertedu-verbatim"  # the gid of a text that no language changes: a token, a code name
+
+
+def _texts_of(item) -> list:
+    """The texts a reader reads in `item` (a Figure, an Axes, an array of Axes or a Legend): labels,
+    titles, axis labels and legends; not tick labels (tokens or numbers in the course's pictures)."""
+    from matplotlib.legend import Legend
+
+    if isinstance(item, Legend):
+        return [*item.get_texts(), item.get_title()]
+    if hasattr(item, "flat"):
+        return [t for ax in item.flat for t in _texts_of(ax)]
+    if hasattr(item, "axes") and hasattr(item, "suptitle"):  # a Figure
+        return [*item.texts, *(t for ax in item.axes for t in _texts_of(ax))]
+    found = [*item.texts, item.title, item._left_title, item._right_title, item.xaxis.label, item.yaxis.label]
+    return found + (_texts_of(item.get_legend()) if item.get_legend() is not None else [])
+
+
+def translate_labels(fig_or_ax):
+    """Put the labels of a picture (a Figure, an Axes, an array of Axes or a Legend) in the
+    learner's language, `i18n.current()`, and return it. English: nothing changes. Chinese: each
+    label the table `labels_zh` has is replaced, drawn with a font that has Chinese (the course's
+    Noto Sans SC as a fallback after the label's own font); tokens and code names (texts marked
+    `VERBATIM`) stay. Safe to call twice. Lessons call it on a plot of their own."""
+    if i18n.current() != "zh":
+        return fig_or_ax
+    changed = [(t, labels_zh.translate(t.get_text())) for t in _texts_of(fig_or_ax)
+               if t.get_gid() != VERBATIM and t.get_text().strip()]
+    changed = [(t, chinese) for t, chinese in changed if chinese != t.get_text()]
+    if not changed:
+        return fig_or_ax
+    font = cjk_font("".join(c for _, chinese in changed for c in chinese if _is_cjk(c)))
+    if font is None:  # no font on this machine draws them: English labels rather than empty boxes
+        warnings.warn("no font draws Chinese here: install pylopdf-fonts-zh-cn (the course's Noto Sans SC); "
+                      "the picture keeps its English labels", stacklevel=2)
+        return fig_or_ax
+    for text, chinese in changed:
+        _set_chinese(text, chinese, font)
+    return fig_or_ax
+
+
+def _is_cjk(char: str) -> bool:
+    """A character of the CJK blocks (ideographs, their punctuation, full-width forms)."""
+    return "\u2e80" <= char <= "\u9fff" or "\uff00" <= char <= "\uffef"
+
+
+def _set_chinese(text, chinese: str, font: str) -> None:
+    """`text` shows `chinese`, its characters from `font` after the label's own font. Noto Sans SC
+    has one weight: a bold label is drawn regular with a thin outline of its own colour (a bold
+    that every glyph gets, and no 'weight not found' message from matplotlib)."""
+    from matplotlib import patheffects
+
+    text.set_text(chinese)
+    families = list(text.get_fontfamily())
+    text.set_fontfamily(families + [font] if font not in families else families)
+    if text.get_fontweight() in ("bold", "heavy", "extra bold", "black") or (
+            isinstance(text.get_fontweight(), int) and text.get_fontweight() >= 600):
+        text.set_fontweight("normal")
+        text.set_path_effects([patheffects.withStroke(linewidth=0.35, foreground=text.get_color())])
+
+
+def in_learners_language(draw: Callable) -> Callable:
+    """A picture function whose picture comes back labelled in the learner's language
+    (`translate_labels` on what it returns: an Axes, an array of Axes or a Legend)."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        return translate_labels(draw(*args, **kwargs))
+    return drawn
 
 
 # ---- which model ---------------------------------------------------------------------------

@@ -8,7 +8,8 @@
     checkpoint_to_head(...)     what from_pretrained loads, initialises and drops (13)
 
 Every function draws on a matplotlib Axes (made if not given) and returns it, with every label
-inside its box; `diagrams` re-exports them, so a lesson calls `diagrams.multihead_reshape(...)`.
+inside its box, in the learner's language (`drawing.in_learners_language`); `diagrams` re-exports
+them, so a lesson calls `diagrams.multihead_reshape(...)`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..model.config import BertConfig
-from .drawing import COLORS, DPI, _arrow, _axes, _box, _fit_labels, _frame, model_name, model_sizes
+from .drawing import (
+    COLORS, DPI, VERBATIM, _arrow, _axes, _box, _fit_labels, _frame, in_learners_language, model_name, model_sizes,
+)
+
 
 def _palette(n: int) -> list:
     import matplotlib.pyplot as plt
@@ -39,6 +43,7 @@ def _cells(ax, x0: float, y_top: float, rows: int, widths: Sequence[float], colo
             x += width + gap
 
 
+@in_learners_language
 def multihead_reshape(config: Optional[BertConfig] = None, batch: int = 2, tokens: int = 4, ax=None):
     """How one (B, T, D) projection becomes N heads (notebook 04): `view(B, T, N, Dh)` cuts each
     token's D numbers into N slices of Dh = D / N (one colour per head), then `transpose(1, 2)`
@@ -71,12 +76,13 @@ def multihead_reshape(config: Optional[BertConfig] = None, batch: int = 2, token
         ax.text(x, top - T * row_h - 0.35, f"{shape}\n= {values}", ha="center", va="top", fontsize=8.5)
     for x0, x1, code in ((4.9, 5.9, "view(B, T, N, Dh)"), (9.7, 10.7, "transpose(1, 2)")):
         _arrow(ax, (x0, top - 1.3), (x1, top - 1.3))
-        ax.text((x0 + x1) / 2, top + 0.6, code, ha="center", fontsize=8, family="monospace")
+        ax.text((x0 + x1) / 2, top + 0.6, code, ha="center", fontsize=8, family="monospace", gid=VERBATIM)
     ax.text(7.5, 0.2, f"one of the B = {B} sequences; view and transpose move no number in memory, "
             "they index the same numbers anew", ha="center", fontsize=7.5, style="italic")
     return _fit_labels(ax)
 
 
+@in_learners_language
 def position_rows_trained(phase_lengths: Sequence[int] = (128, 512), max_positions: int = 512, ax=None):
     """Which rows of the position-embedding table each pretraining phase trains (notebook 07):
     a phase of sequences of n tokens reads (and so trains) rows 0..n-1 only; rows past the
@@ -136,6 +142,7 @@ def _bytes(n: int) -> str:
     return f"{n / 2 ** 30:.2f} GiB" if n >= 2 ** 30 else f"{n / 2 ** 20:.1f} MiB"
 
 
+@in_learners_language
 def memory_split(config: Optional[BertConfig] = None, batch_size: int = 8, seq_len: int = 128, ax=None):
     """The memory of one training step split into weights, gradients, AdamW's moments and
     activations (notebook 07), each part's bytes from `training_memory(config, batch_size,
@@ -164,6 +171,7 @@ def memory_split(config: Optional[BertConfig] = None, batch_size: int = 8, seq_l
     return ax
 
 
+@in_learners_language
 def continuation_labels(words: Sequence[str], pieces: Sequence[Sequence[str]], tags: Sequence[str], ax=None):
     """A sentence's words cut into WordPiece pieces and the labels token classification trains
     on (notebook 09): each word's tag on its first piece, -100 (ignored by the loss) on every
@@ -182,12 +190,13 @@ def continuation_labels(words: Sequence[str], pieces: Sequence[Sequence[str]], t
         ax.text(1.3, y, label, ha="right", va="center", fontsize=8.5)
     for w, word in enumerate(words):
         span = [x for x, (_, owner, _) in zip(xs, columns) if owner == w]
-        _box(ax, (span[0] + span[-1]) / 2, 3.1, span[-1] - span[0] + 1.05, 0.55, word, "text", fontsize=8.5)
+        _box(ax, (span[0] + span[-1]) / 2, 3.1, span[-1] - span[0] + 1.05, 0.55, word, "text", fontsize=8.5,
+             verbatim=True)
     for x, (piece, owner, label) in zip(xs, columns):
-        _box(ax, x, 2.0, 1.05, 0.55, piece, "tokens", fontsize=8.5)
+        _box(ax, x, 2.0, 1.05, 0.55, piece, "tokens", fontsize=8.5, verbatim=True)
         continuation = owner is not None and label == "-100"
         _box(ax, x, 0.9, 1.05, 0.55, label, "head" if label != "-100" else "plain",
-             highlight=True if continuation else (False if owner is None else None), fontsize=8.5)
+             highlight=True if continuation else (False if owner is None else None), fontsize=8.5, verbatim=True)
         _arrow(ax, (x, 1.7), (x, 1.2))
     ax.text(xs[0] - 0.6, 0.25, "-100: cross-entropy's ignore_index, no loss; red: a word's continuation piece",
             fontsize=7.5, style="italic")
@@ -209,6 +218,7 @@ def pack_rows(lengths: Sequence[int], row_length: int) -> list[list[int]]:
     return rows
 
 
+@in_learners_language
 def padded_vs_packed(lengths: Sequence[int], row_length: Optional[int] = None, ax=None):
     """The same sequences as a padded batch (one row each, padded to the longest) and packed
     (several per row, in order), with the padding share of each (notebook 12). `lengths`: the
@@ -266,6 +276,7 @@ def _tensors(n: int) -> str:
     return f"{n} tensor" if n == 1 else f"{n} tensors"
 
 
+@in_learners_language
 def checkpoint_to_head(model_keys: Sequence[str], missing_keys: Sequence[str] = (),
                        unexpected_keys: Sequence[str] = (), checkpoint: str = "checkpoint",
                        model_class: str = "model class", ax=None):

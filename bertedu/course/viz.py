@@ -1,7 +1,9 @@
 """Pictures: attention heat maps, embedding tables, bertviz adapters.
 
 Every function draws on a matplotlib Axes (made if not given) and returns it, so
-notebooks can compose figures; `save_figure` writes a small PNG into `figures_dir()`.
+notebooks can compose figures; `save_figure` writes a small PNG into `figures_dir()`. The masking
+pictures speak the learner's language (`i18n`: titles, legend and row names in Chinese after
+`i18n.use("zh")`; the tokens stay as they are).
 Introduced in notebooks 02-04; MLM masking pictures and the masking explorer in notebook 05.
 """
 
@@ -16,6 +18,8 @@ import torch
 
 from ..data.qa import invalid_spans
 from ..training.curves import plot_metrics, read_metrics  # noqa: F401 (the course's names for them)
+from .drawing import VERBATIM, in_learners_language
+from .fonts import use_cjk_font  # noqa: F401 (lessons call viz.use_cjk_font)
 
 FIGURES_ENV = "BERTEDU_FIGURES_DIR"
 
@@ -174,50 +178,7 @@ def mask_heatmap(mask: torch.Tensor, tokens: Sequence[str], ax=None, title: Opti
     return ax
 
 
-def use_cjk_font(sample: str = "我是谁") -> Optional[str]:
-    """Let matplotlib draw Chinese characters, on any machine.
-
-    Registers Noto Sans SC (Google/Adobe, SIL Open Font License 1.1), which the course
-    installs with the `pylopdf-fonts-zh-cn` package, then finds a font that has every
-    character of `sample` (that one first, then any installed font), appends it to
-    matplotlib's font.family as a fallback (Latin text keeps the current font; matplotlib
-    takes each glyph it lacks from the next family) and returns its name. Returns None
-    when no font has the characters (label with pinyin then). Introduced in notebook 03.
-    """
-    import matplotlib as mpl
-    from matplotlib import font_manager
-    from matplotlib.ft2font import FT2Font
-
-    wanted = {ord(c) for c in sample if not c.isspace()}
-    try:
-        from pylopdf_fonts_zh_cn import sans_path
-
-        packaged = str(sans_path())
-        if not any(e.fname == packaged for e in font_manager.fontManager.ttflist):
-            font_manager.fontManager.addfont(packaged)
-    except ImportError:  # a course install has it; without it, look at the fonts of the machine
-        packaged = None
-    hints = ("CJK", "Hei", "Song", "Ming", "Kai", "WenQuanYi", "Han", "SC", "TC", "Gothic", "PingFang")
-    # The course's font first, then likely candidates, so a machine with hundreds of fonts is still quick.
-    entries = sorted(
-        font_manager.fontManager.ttflist,
-        key=lambda e: (e.fname != packaged, not any(h in e.name for h in hints)),
-    )
-    for entry in entries:
-        if entry.name.startswith("Last Resort"):  # a placeholder box for every code point
-            continue
-        try:
-            charmap = FT2Font(entry.fname).get_charmap()
-        except (OSError, RuntimeError, ValueError):
-            continue
-        if wanted <= charmap.keys():
-            families = list(mpl.rcParams["font.family"])
-            if entry.name not in families:
-                mpl.rcParams["font.family"] = families + [entry.name]
-            return entry.name
-    return None
-
-
+@in_learners_language
 def token_strip(
     tokens: Sequence[str],
     rows: dict,
@@ -293,6 +254,7 @@ def masking_outcomes(
     return codes
 
 
+@in_learners_language
 def masking_legend(ax, outcomes: Sequence[int] = (1, 2, 3, 0, 4), ncol: int = 5, **kwargs):
     """A legend of masking outcome colours below `ax`."""
     from matplotlib.patches import Patch
@@ -342,6 +304,7 @@ def _wrap_cells(original_tokens: Sequence[str], input_tokens: Sequence[str], lin
     return cells
 
 
+@in_learners_language
 def masking_strip(
     original_tokens: Sequence[str],
     input_tokens: Sequence[str],
@@ -385,7 +348,7 @@ def masking_strip(
             )
             dark = outcome in (1, 2, 3)
             ax.text(label_chars + x + width / 2, top - row_height / 2, text, ha="center", va="center",
-                    fontsize=7.5, family=families, color="white" if dark else "black")
+                    fontsize=7.5, family=families, color="white" if dark else "black", gid=VERBATIM)
     for line in range(n_lines):
         y = -line * line_height
         ax.text(label_chars - 0.5, y - row_height / 2, "original", ha="right", va="center", fontsize=7, color="#555555")
@@ -400,6 +363,7 @@ def masking_strip(
     return ax
 
 
+@in_learners_language
 def draw_masking(
     tokenizer,
     text: str,
