@@ -1,8 +1,9 @@
-"""Execute an edition's own cells, and only them, in one fresh kernel (``editions run``).
+"""Execute an edition's own cells, and only them, a fresh kernel for each lesson (``editions run``).
 
 The mirrored cells of a Chinese lesson are the English lesson's, checked by equality; its own
 cells (the map in Chinese, a Chinese sentence to try) are executed here, each lesson's own cells
-in their order, every cell self-contained. As nbval does, the text of each output is compared with
+in their order in a kernel of their own, every cell self-contained (one kernel for all lessons
+would let one lesson's settings, such as its thread count, change another's last digits). As nbval does, the text of each output is compared with
 the stored one (streams, ``text/plain``, errors) and a picture must still be a picture; a cell
 tagged ``NBVAL_IGNORE_OUTPUT`` is run but not compared. ``write=True`` stores the fresh outputs.
 """
@@ -48,16 +49,17 @@ def _execute(cells: list, cwd: Path) -> list:
 
 
 def run(paths: Sequence[str | Path], write: bool = False) -> list[str]:
-    """Run the own cells of every lesson in ``paths`` (one kernel for all); returns the differences
+    """Run the own cells of every lesson in ``paths`` (a kernel each); returns the differences
     from the stored outputs, or with ``write`` stores the new outputs and returns the errors."""
     import nbformat
 
     paths = [Path(p) for p in paths]
     notebooks = {p: _read(p) for p in paths}
     jobs = [(p, i) for p, nb in notebooks.items() for i, c in enumerate(nb.cells) if is_own(c)]
-    if not jobs:
-        return []
-    fresh = _execute([notebooks[p].cells[i] for p, i in jobs], paths[0].parent)
+    fresh = []
+    for path in paths:
+        own = [notebooks[path].cells[i] for p, i in jobs if p == path]
+        fresh += _execute(own, path.parent) if own else []
     problems, changed = [], set()
     for (path, i), new in zip(jobs, fresh):
         old = notebooks[path].cells[i]
