@@ -37,6 +37,10 @@ def main(argv=None) -> Path:
     parser.add_argument("--log-dir", default=None, help="a folder for the loop's metrics.jsonl while it runs "
                         "(and its last checkpoint); default none")
     parser.add_argument("--resume", action="store_true", help="go on from --log-dir's latest checkpoint")
+    parser.add_argument("--save-every", type=int, default=0, help="a checkpoint in --log-dir every N steps (0: the last only)")
+    parser.add_argument("--articles", default="study", choices=("study", "all"),
+                        help="study: the 40 articles notebook 17 trains on; all: those and wiki-en's articles 50-101 "
+                             "(lm_study.long_text; the vocabulary is the study's either way)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import torch
@@ -47,8 +51,10 @@ def main(argv=None) -> Path:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as workdir:
         tokenizer, train_ids, _ = lm_study.study_data(Path(workdir) / "vocab.txt")
+        if args.articles == "all":
+            train_ids = lm_study.windows(tokenizer, lm_study.long_text())
         overrides = {} if args.lr is None else {"lr": args.lr}
-        overrides.update({"out": args.log_dir} if args.log_dir else {})
+        overrides.update({"out": args.log_dir, "save_every": args.save_every} if args.log_dir else {})
         recipe = lm_study.study_recipe(steps=args.steps, seed=args.seed, kind=args.kind, **overrides)
         model, run = lm_study.train_lm(args.kind, tokenizer, train_ids, recipe, resume=args.resume)
         command = " ".join(["python benchmarks/elmo_weights.py", *(argv if argv is not None else sys.argv[1:])])

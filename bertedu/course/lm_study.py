@@ -57,6 +57,11 @@ KINDS = ("bert", "gpt", "elmo")
 # each kind's model, trained by study_recipe(steps=400, seed=0, kind=...) and shipped (benchmarks/elmo_weights.py --kind)
 WEIGHTS = {"bert": WEIGHTS_DIR / "lm-study-bert", "gpt": WEIGHTS_DIR / "lm-study-gpt", "elmo": WEIGHTS_DIR / "elmo-study"}
 ELMO_WEIGHTS = WEIGHTS["elmo"]  # the ELMo-style model of notebook 17's appendix
+# The longer runs notebook 17 compares where both objectives have learnt: 6,000 steps of 32 windows (6.1M tokens,
+# fifteen times the lesson's) on long_text()'s articles, BERT at 1e-3 (the rate that took the course's own masked LMs
+# off the plateau, docs/pretraining.md), GPT at its sweep's 2e-3 (benchmarks/elmo_weights.py --articles all)
+LONG_WEIGHTS = {"bert": WEIGHTS_DIR / "lm-study-long-bert", "gpt": WEIGHTS_DIR / "lm-study-long-gpt"}
+LONG_STEPS, LONG_LR = 6000, {"bert": 1e-3, "gpt": 2e-3}
 T = 32  # window length: [CLS] + 30 pieces + [SEP]
 # Each kind's peak learning rate for the study's 400 steps: the lowest held-out loss on validation_text() of
 # the sweep recorded in weights/elmo_study.json["lr_sweep"] (benchmarks/elmo_study.py --sweep; the record
@@ -223,6 +228,12 @@ def load_lm(kind: str, tokenizer, recipe: TrainConfig, folder: str | Path | None
                                      elapsed_s=run["elapsed_s"], checkpoint=str(folder), records=run["records"])
 
 
+def load_long(kind: str, tokenizer) -> tuple[torch.nn.Module, TrainResult]:
+    """The shipped longer run of `kind` ("bert" or "gpt"): LONG_STEPS steps at LONG_LR[kind] (`load_lm` checks it)."""
+    recipe = study_recipe(steps=LONG_STEPS, seed=0, kind=kind, lr=LONG_LR[kind])
+    return load_lm(kind, tokenizer, recipe, LONG_WEIGHTS[kind])
+
+
 def load_elmo(tokenizer, recipe: TrainConfig, folder: str | Path = ELMO_WEIGHTS) -> tuple[ELMoStyleLM, TrainResult]:
     """The shipped ELMo-style model of notebook 17's appendix: `load_lm("elmo", ...)`."""
     return load_lm("elmo", tokenizer, recipe, folder)
@@ -268,16 +279,18 @@ def no_special(scores: torch.Tensor, tokenizer) -> torch.Tensor:
 
 
 @torch.no_grad()
-def fill_masked(model, tokenizer, texts: Sequence[str], closed: bool = True) -> torch.Tensor:
+def fill_masked(model, tokenizer, texts: Sequence[str], closed: bool = True, scores: bool = False) -> torch.Tensor:
     """(B,) the top piece at the one [MASK] of each text, BERT-style: the model reads both sides at once.
     closed=False: the closing [SEP] is hidden from attention, so a text that stops at its [MASK] is read as
-    unfinished (`[CLS] left [MASK]` and nothing said about what follows) rather than as ending there."""
+    unfinished (`[CLS] left [MASK]` and nothing said about what follows) rather than as ending there.
+    scores=True: (B, V) the log-probabilities over the pieces that are words (special tokens at -inf) instead."""
     batch = tokenizer.encode_batch(list(texts))
     mask = batch["attention_mask"].clone()  # (B, T)
     if not closed:
         mask[batch["input_ids"] == tokenizer.sep_token_id] = 0  # a hidden key: no position reads it
     logits = model(batch["input_ids"], attention_mask=mask).mlm_logits  # (B, T, V)
-    return no_special(logits[batch["input_ids"] == tokenizer.mask_token_id], tokenizer).argmax(-1)
+    words = no_special(logits[batch["input_ids"] == tokenizer.mask_token_id], tokenizer)  # (B, V)
+    return words.log_softmax(-1) if scores else words.argmax(-1)
 
 
 def _piece_ids(tokenizer, text: str) -> list[int]:
@@ -285,13 +298,15 @@ def _piece_ids(tokenizer, text: str) -> list[int]:
 
 
 @torch.no_grad()
-def fill_left_only(model, tokenizer, lefts: Sequence[str]) -> torch.Tensor:
-    """(B,) GPT's most likely next piece after [CLS] + each left side: it cannot read the right side."""
+def fill_left_only(model, tokenizer, lefts: Sequence[str], scores: bool = False) -> torch.Tensor:
+    """(B,) GPT's most likely next piece after [CLS] + each left side: it cannot read the right side.
+    scores=True: (B, V) the log-probabilities over the pieces that are words instead."""
     rows = [[tokenizer.cls_token_id, *_piece_ids(tokenizer, left)] for left in lefts]
     ids, mask = pad(rows, tokenizer.pad_token_id)
     logits = model(ids, attention_mask=mask).logits  # (B, T, V)
     last = mask.sum(1) - 1  # (B,) each row's last real position
-    return no_special(logits[torch.arange(len(rows)), last], tokenizer).argmax(-1)
+    words = no_special(logits[torch.arange(len(rows)), last], tokenizer)  # (B, V)
+    return words.log_softmax(-1) if scores else words.argmax(-1)
 
 
 @torch.no_grad()
