@@ -424,7 +424,7 @@ def sphinx_config(edition: Edition = EDITIONS[0]) -> dict:
         "myst_heading_anchors": 4,  # README's "#set-up" style links
         "exclude_patterns": ["_notebooks/**", "**/.ipynb_checkpoints"],
         "html_theme": "sphinx_book_theme",
-        "html_title": "bertedu — learn BERT by building it",
+        "html_title": "bertedu — 动手构建 BERT" if edition.code == "zh" else "bertedu — learn BERT by building it",
         "html_theme_options": {"show_toc_level": 2, "home_page_in_toc": True, "use_download_button": False,
                                "use_fullscreen_button": False, "navigation_with_keys": False},
         "html_static_path": ["_book_static"],
