@@ -112,6 +112,12 @@ def test_the_map_comes_first_and_speaks_chinese(path):
 
 
 @pytest.mark.parametrize("path", CHINESE, ids=lambda p: p.name[:2])
+def test_code_cells_are_numbered_top_to_bottom(path):
+    counts = [c.get("execution_count") for c in _cells(path) if c["cell_type"] == "code"]
+    assert counts == list(range(1, len(counts) + 1)), f"{path.name}: run `python -m bertedu.course.editions sync`"
+
+
+@pytest.mark.parametrize("path", CHINESE, ids=lambda p: p.name[:2])
 def test_every_cell_has_slide_metadata_and_the_title_opens_the_deck(path):
     kinds = [c.get("metadata", {}).get("slideshow", {}).get("slide_type") for c in _cells(path)]
     assert None not in kinds and kinds[0] == "slide", f"{path.name}: load the lesson again (editions load)"

@@ -83,9 +83,20 @@ def _read(path: Path):
 
 
 def _comparable(cell) -> dict:
-    """What must be equal between a mirrored cell and its English cell."""
+    """What must be equal between a mirrored cell and its English cell: all but the execution count, which
+    numbers the edition's own order (`numbered`)."""
     return {"id": cell.get("id"), "source": _source(cell), "outputs": cell.get("outputs", []),
-            "execution_count": cell.get("execution_count"), "metadata": cell.get("metadata", {})}
+            "metadata": cell.get("metadata", {})}
+
+
+def numbered(nb) -> bool:
+    """Number the code cells 1, 2, ... top to bottom, the order a learner runs them (the edition's own cells
+    sit between the English ones); True when a count changed."""
+    changed = False
+    for count, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), start=1):
+        changed |= cell.get("execution_count") != count
+        cell.execution_count = count
+    return changed
 
 
 def differences(path: str | Path) -> list[str]:
@@ -160,7 +171,7 @@ def sync(path: str | Path) -> list[str]:
         at = next((i + 1 for i, c in enumerate(cells) if before and c.get("id") == before), len(cells) if before else 0)
         cells.insert(at, copy.deepcopy(cell))
         changes.append(f"added {cell.id}")
-    if changes:
-        nb.cells = cells
+    nb.cells = cells
+    if numbered(nb) or changes:
         nbformat.write(nb, path)
     return changes

@@ -14,7 +14,7 @@ import copy
 from pathlib import Path
 from typing import Sequence
 
-from .edition_cells import _read, is_own
+from .edition_cells import _read, is_own, numbered
 
 IGNORE = "NBVAL_IGNORE_OUTPUT"
 
@@ -67,11 +67,12 @@ def run(paths: Sequence[str | Path], write: bool = False) -> list[str]:
         if errors:
             problems.append(f"{path.name}: own cell {old.get('id')} raised {errors[0]['ename']}: {errors[0]['evalue']}")
         if write:
-            old.outputs, old.execution_count = new.outputs, None
+            old.outputs = new.outputs
             changed.add(path)
         elif IGNORE not in old.get("metadata", {}).get("tags", []) and _shown(old.outputs) != _shown(new.outputs):
             problems.append(f"{path.name}: own cell {old.get('id')} printed something else than its stored outputs: "
                             f"{_shown(new.outputs)!r:.300} against {_shown(old.outputs)!r:.300}")
     for path in changed:
+        numbered(notebooks[path])
         nbformat.write(notebooks[path], path)
     return problems

@@ -21,7 +21,7 @@ import copy
 import re
 import sys
 
-from .edition_cells import _meta, _read, _source, is_own, lesson_path, replaced_id, sha
+from .edition_cells import _meta, _read, _source, is_own, lesson_path, numbered, replaced_id, sha
 
 MARKER = re.compile(r"^<!-- (markdown|code|own)(?: (replaces )?([\w-]+))? -->$", re.M)
 FENCE = re.compile(r"```python\n(.*?)\n```", re.S)
@@ -148,6 +148,7 @@ def load(lesson: str, text: str) -> list[str]:
     nb = copy.deepcopy(en)
     nb.cells = cells
     _tag_slides(nb)
+    numbered(nb)
     nb.metadata.setdefault("bertedu", {})["edition"] = path.parent.name
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
