@@ -231,6 +231,10 @@ def translate_labels(fig_or_ax):
         return fig_or_ax
     for text, chinese in changed:
         _set_chinese(text, chinese, font)
+    figure = changed[0][0].figure
+    if figure is not None:  # anti-aliased Chinese glyphs add colours: shown as a palette PNG, as diagrams are
+        figure.bertedu_diagram = True
+        _show_diagrams_as_palette_png()
     return fig_or_ax
 
 
